@@ -1,0 +1,31 @@
+// Collective times on the cluster, NCCL-style (alpha-beta per link class):
+//   ring all-reduce   2(n-1)/n B / bw + 2(n-1) alpha
+//   all-gather, reduce-scatter   (n-1)/n B / bw + (n-1) alpha
+//   double binary tree all-reduce   2 B / bw + 2 ceil(log2 n) alpha (NCCL picks the faster)
+//   all-to-all   intra part over NVLink, inter part through the node's NICs
+// A group spanning nodes is bound by the slower of its NVLink ring edges and the NIC
+// bandwidth its node gives it: a ring crosses each node boundary once per channel.
+// `B` is the per-rank buffer: all-reduce in = out = B; all-gather out = B;
+// reduce-scatter in = B; all-to-all: B sent by each rank in total.
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+#include "costmodel/cluster.hpp"
+
+namespace clustersim {
+
+enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+std::string_view to_string(Collective);
+
+struct Group {
+  std::int64_t size = 1;      // ranks
+  std::int64_t per_node = 1;  // ranks of the group on each node it spans
+  std::int64_t nodes() const { return (size + per_node - 1) / per_node; }
+};
+
+// `node_share`: the fraction of a node's network bandwidth this group can use (groups
+// that run at the same time on a node share its NICs), in (0, 1].
+Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Group g, double node_share);
+
+}  // namespace clustersim

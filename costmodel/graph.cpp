@@ -1,0 +1,374 @@
+// Graph builders for GPT (Megatron layout), Llama (RMSNorm, rotary, GQA, SwiGLU), MoE
+// (GShard-style top-k experts every `moe_every` layers) and Wide-ResNet (bottleneck).
+//
+// Saved activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation
+// in Large Transformer Models", Sec. 4): a GPT layer saves 34 s b h + 5 a s^2 b bytes
+// with 16-bit activations and 1-byte dropout masks; tests/test_graph.cpp checks it.
+#include "costmodel/graph.hpp"
+
+#include <cmath>
+
+namespace clustersim {
+namespace {
+
+using i64 = std::int64_t;
+
+Op matmul(std::string name, i64 batch, i64 m, i64 n, i64 k, bool weight, Split split, double params,
+          double saved) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::matmul;
+  op.batch = batch;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.weight = weight;
+  op.split = split;
+  op.params = params;
+  op.saved_bytes = saved;
+  return op;
+}
+
+Op memory_op(std::string name, Split split, double fwd_bytes, double bwd_bytes, double saved, double params = 0) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::memory;
+  op.split = split;
+  op.fwd_bytes = fwd_bytes;
+  op.bwd_bytes = bwd_bytes;
+  op.saved_bytes = saved;
+  op.params = params;
+  return op;
+}
+
+Op comm(std::string name, OpKind kind, double bytes) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.comm_bytes = bytes;
+  op.kernels = 0;
+  return op;
+}
+
+struct Dims {
+  i64 B, S, H, A, KV, D, F, V;
+  double e;      // activation element size
+  double p;      // dropout probability
+  i64 T() const { return B * S; }
+  double TH() const { return double(B) * S * H; }
+};
+
+// Residual add, with Megatron's fused bias-dropout-add when dropout is on. Under
+// sequence parallelism it runs on the sequence shard.
+Op residual(const std::string& name, const Dims& d) {
+  if (d.p > 0) return memory_op(name + "-bias-dropout-add", Split::seq, d.TH() * (3 * d.e + 1), d.TH() * (2 * d.e + 1), d.TH());
+  return memory_op(name + "-residual-add", Split::seq, 3 * d.TH() * d.e, 0, 0);
+}
+
+Op norm(const std::string& name, const Dims& d, bool rms) {
+  // Reads x, writes y (fp32 statistics are negligible); backward reads x and dy, writes dx.
+  return memory_op(name, Split::seq, 2 * d.TH() * d.e, 3 * d.TH() * d.e, d.TH() * d.e, rms ? d.H : 2.0 * d.H);
+}
+
+void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool llama) {
+  const double q_bytes = d.TH() * d.e;
+  const double kv_bytes = double(d.T()) * d.KV * d.D * d.e;  // one of K or V
+  const i64 n_qkv = d.H + 2 * d.KV * d.D;
+  const bool bias = !llama;
+  ops.push_back(norm(llama ? "attn-rmsnorm" : "attn-layernorm", d, llama));
+  ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.e));
+  ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
+  // The saved input of a column-parallel matmul is the replicated activation: it is
+  // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
+  ops.push_back(memory_op("qkv-input-saved", Split::seq, 0, 0, d.TH() * d.e));
+  ops.back().kernels = 0;
+  if (llama) ops.push_back(memory_op("rotary", Split::heads, 2 * (q_bytes + kv_bytes), 2 * (q_bytes + kv_bytes), 0));
+
+  if (m.attention == AttentionImpl::flash) {
+    Op fa;
+    fa.name = "flash-attention";
+    fa.kind = OpKind::attention;
+    fa.split = Split::heads;
+    fa.batch = d.B * d.A;
+    fa.m = d.S;
+    fa.n = d.S;
+    fa.k = d.D;
+    fa.causal = true;
+    fa.fwd_bytes = q_bytes + 2 * kv_bytes + q_bytes;
+    fa.bwd_bytes = 2 * (q_bytes + 2 * kv_bytes + q_bytes);
+    // Q, K, V, the output and the fp32 log-sum-exp per row.
+    fa.saved_bytes = 2 * q_bytes + 2 * kv_bytes + double(d.B) * d.A * d.S * 4;
+    ops.push_back(fa);
+  } else {
+    const double probs = double(d.B) * d.A * d.S * d.S;  // elements of the score matrix
+    Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, d.D, false, Split::heads, 0, q_bytes + kv_bytes);
+    scores.core_attention = true;
+    ops.push_back(scores);
+    Op softmax = memory_op("scale-mask-softmax", Split::heads, 2 * probs * d.e, 3 * probs * d.e, probs * d.e);
+    softmax.core_attention = true;
+    ops.push_back(softmax);
+    if (d.p > 0) {
+      Op drop = memory_op("attn-dropout", Split::heads, probs * (2 * d.e + 1), probs * (2 * d.e + 1), probs);
+      drop.core_attention = true;
+      ops.push_back(drop);
+    }
+    Op context = matmul("attn-context", d.B * d.A, d.S, d.D, d.S, false, Split::heads, 0,
+                        (d.p > 0 ? probs * d.e : 0.0) + kv_bytes);
+    context.core_attention = true;
+    ops.push_back(context);
+  }
+  ops.push_back(matmul("attn-out", 1, d.T(), d.H, d.H, true, Split::row, double(d.H) * d.H + (bias ? d.H : 0),
+                       d.TH() * d.e));
+  ops.push_back(comm("attn-g", OpKind::tp_exit, d.TH() * d.e));
+  ops.push_back(residual("attn", d));
+}
+
+void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
+  const double ff = double(d.T()) * d.F;  // elements of the hidden activation
+  ops.push_back(norm(llama ? "mlp-rmsnorm" : "mlp-layernorm", d, llama));
+  ops.push_back(comm("mlp-f", OpKind::tp_enter, d.TH() * d.e));
+  if (llama) {
+    ops.push_back(matmul("gate-up", 1, d.T(), 2 * d.F, d.H, true, Split::column, 2.0 * d.H * d.F, 0));
+    ops.push_back(memory_op("mlp-input-saved", Split::seq, 0, 0, d.TH() * d.e));
+    ops.back().kernels = 0;
+    ops.push_back(memory_op("swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e));
+    ops.push_back(matmul("down", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H, ff * d.e));
+  } else {
+    ops.push_back(matmul("fc1", 1, d.T(), d.F, d.H, true, Split::column, double(d.H) * d.F + d.F, 0));
+    ops.push_back(memory_op("mlp-input-saved", Split::seq, 0, 0, d.TH() * d.e));
+    ops.back().kernels = 0;
+    ops.push_back(memory_op("bias-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e));
+    ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.e));
+  }
+  ops.push_back(comm("mlp-g", OpKind::tp_exit, d.TH() * d.e));
+  ops.push_back(residual("mlp", d));
+}
+
+void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
+  const i64 E = m.experts;
+  // Capacity: tokens each expert takes from this micro-batch.
+  const i64 C = static_cast<i64>(std::ceil(m.capacity_factor * double(d.T()) * m.top_k / double(E)));
+  const double buffer = double(E) * C * d.H * d.e;  // dispatched token buffer
+  const double ff = double(E) * C * d.F;
+  ops.push_back(norm("moe-layernorm", d, false));
+  ops.push_back(matmul("router", 1, d.T(), E, d.H, true, Split::none, double(d.H) * E, d.TH() * d.e));
+  ops.push_back(memory_op("router-softmax-topk", Split::none, 2.0 * d.T() * E * 4, 2.0 * d.T() * E * 4,
+                          double(d.T()) * E * 4));
+  ops.push_back(memory_op("dispatch-permute", Split::none, d.TH() * d.e + buffer, d.TH() * d.e + buffer, 0));
+  ops.push_back(comm("dispatch", OpKind::all_to_all, buffer));
+  ops.push_back(comm("expert-f", OpKind::tp_enter, buffer));
+  Op fc1 = matmul("expert-fc1", E, C, d.F, d.H, true, Split::column, double(E) * (double(d.H) * d.F + d.F), buffer);
+  fc1.expert = true;
+  ops.push_back(fc1);
+  Op act = memory_op("expert-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e);
+  act.expert = true;
+  ops.push_back(act);
+  Op fc2 = matmul("expert-fc2", E, C, d.H, d.F, true, Split::row, double(E) * (double(d.F) * d.H + d.H), ff * d.e);
+  fc2.expert = true;
+  ops.push_back(fc2);
+  ops.push_back(comm("expert-g", OpKind::tp_exit, buffer));
+  ops.push_back(comm("combine", OpKind::all_to_all, buffer));
+  ops.push_back(memory_op("combine-weighted-sum", Split::seq, buffer + 2 * d.TH() * d.e, buffer + 2 * d.TH() * d.e,
+                          double(d.T()) * m.top_k * 4));
+  ops.push_back(residual("moe", d));
+}
+
+ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, double e) {
+  const bool llama = m.family == ModelFamily::llama;
+  Dims d{micro_batch, m.seq_len, m.hidden, m.heads, m.kv_heads, m.head_dim(), m.ffn_hidden, m.vocab, e, m.dropout};
+  ModelGraph g;
+  g.micro_batch = micro_batch;
+  g.tokens_per_sample = m.seq_len;
+  g.activation_bytes = e;
+
+  // Embedding: vocab-parallel table, Megatron all-reduces its output over TP.
+  Block emb;
+  emb.name = "embedding";
+  Op lookup;
+  lookup.name = "word-embedding";
+  lookup.kind = OpKind::embedding;
+  lookup.split = Split::column;
+  lookup.params = double(d.V) * d.H;
+  lookup.fwd_bytes = 2 * d.TH() * d.e;
+  lookup.bwd_bytes = 2 * d.TH() * d.e;
+  emb.ops.push_back(lookup);
+  emb.ops.push_back(comm("embedding-g", OpKind::tp_exit, d.TH() * d.e));
+  if (!llama) emb.ops.push_back(memory_op("position-embedding-add", Split::seq, 3 * d.TH() * d.e, d.TH() * d.e, 0,
+                                          double(d.S) * d.H));
+  if (d.p > 0) emb.ops.push_back(memory_op("embedding-dropout", Split::seq, d.TH() * (2 * d.e + 1), d.TH() * (2 * d.e + 1), d.TH()));
+  emb.output_bytes = d.TH() * d.e;
+
+  Block dense;
+  dense.name = llama ? "llama-layer" : (m.family == ModelFamily::moe ? "dense-layer" : "gpt-layer");
+  attention_ops(dense.ops, m, d, llama);
+  dense_mlp_ops(dense.ops, d, llama);
+  dense.output_bytes = d.TH() * d.e;
+
+  Block head;
+  head.name = "head";
+  head.ops.push_back(norm(llama ? "final-rmsnorm" : "final-layernorm", d, llama));
+  head.ops.push_back(comm("logits-f", OpKind::tp_enter, d.TH() * d.e));
+  const double logits = double(d.T()) * d.V;
+  head.ops.push_back(matmul("logits", 1, d.T(), d.V, d.H, true, Split::column, double(d.V) * d.H, 0));
+  head.ops.push_back(memory_op("logits-input-saved", Split::seq, 0, 0, d.TH() * d.e));
+  head.ops.back().kernels = 0;
+  // Vocab-parallel cross entropy in fp32: read logits, write and keep fp32 softmax.
+  head.ops.push_back(memory_op("cross-entropy", Split::column, logits * (d.e + 8), logits * (4 + d.e), logits * 4));
+  head.ops.back().kernels = 4;
+
+  g.blocks = {emb, dense, head};
+  g.pre = {0};
+  g.post = {2};
+  if (m.family == ModelFamily::moe) {
+    Block moe;
+    moe.name = "moe-layer";
+    attention_ops(moe.ops, m, d, false);
+    moe_mlp_ops(moe.ops, m, d);
+    moe.output_bytes = d.TH() * d.e;
+    g.blocks.push_back(moe);
+    for (i64 l = 0; l < m.layers; ++l) g.layers.push_back(((l + 1) % m.moe_every == 0) ? 3 : 1);
+  } else {
+    g.layers.assign(static_cast<std::size_t>(m.layers), 1);
+  }
+  if (m.tie_embeddings) g.tied_params = double(d.V) * d.H;
+  return g;
+}
+
+// --- Wide-ResNet ---------------------------------------------------------------------
+
+struct ConvShape {
+  i64 B, H, W, Cin, Cout, kernel, stride;
+  i64 Ho() const { return (H + stride - 1) / stride; }
+  i64 Wo() const { return (W + stride - 1) / stride; }
+};
+
+void conv_bn_relu(std::vector<Op>& ops, const std::string& name, const ConvShape& c, double e, bool relu) {
+  const double in = double(c.B) * c.H * c.W * c.Cin * e;
+  const double out = double(c.B) * c.Ho() * c.Wo() * c.Cout * e;
+  ops.push_back(matmul(name, 1, c.B * c.Ho() * c.Wo(), c.Cout, c.Cin * c.kernel * c.kernel, true, Split::none,
+                       double(c.Cin) * c.Cout * c.kernel * c.kernel, in));
+  // Training batch norm: a statistics pass and a normalise pass (+ ReLU in place).
+  ops.push_back(memory_op(name + "-bn" + (relu ? "-relu" : ""), Split::none, 3 * out, 4 * out, out, 2.0 * c.Cout));
+  ops.back().kernels = relu ? 3 : 2;
+}
+
+ModelGraph wresnet_graph(const ModelSpec& m, i64 micro_batch, double e) {
+  ModelGraph g;
+  g.micro_batch = micro_batch;
+  g.tokens_per_sample = 1;
+  g.activation_bytes = e;
+  std::vector<i64> blocks_per_stage;
+  switch (m.depth) {
+    case 26: blocks_per_stage = {2, 2, 2, 2}; break;
+    case 101: blocks_per_stage = {3, 4, 23, 3}; break;
+    case 152: blocks_per_stage = {3, 8, 36, 3}; break;
+    default: blocks_per_stage = {3, 4, 6, 3}; break;
+  }
+  const i64 B = micro_batch;
+  i64 size = m.image_size;
+
+  Block stem;
+  stem.name = "stem";
+  conv_bn_relu(stem.ops, "stem-conv7x7", {B, size, size, 3, m.channels, 7, 2}, e, true);
+  size = (size + 1) / 2;
+  const double pooled_in = double(B) * size * size * m.channels * e;
+  size = (size + 1) / 2;
+  const double pooled_out = double(B) * size * size * m.channels * e;
+  stem.ops.push_back(memory_op("maxpool", Split::none, pooled_in + pooled_out, pooled_in + 2 * pooled_out, pooled_in));
+  stem.output_bytes = pooled_out;
+  g.blocks.push_back(stem);
+  g.pre = {0};
+
+  i64 in_channels = m.channels;
+  for (std::size_t s = 0; s < blocks_per_stage.size(); ++s) {
+    const i64 planes = m.channels << s;
+    const i64 width = planes * m.width;
+    const i64 out = planes * 4;
+    for (int variant = 0; variant < 2; ++variant) {
+      const bool first = variant == 0;
+      const i64 stride = (first && s > 0) ? 2 : 1;
+      const i64 cin = first ? in_channels : out;
+      Block b;
+      b.name = "bottleneck-s" + std::to_string(s) + (first ? "-first" : "");
+      conv_bn_relu(b.ops, "conv1x1a", {B, size, size, cin, width, 1, 1}, e, true);
+      conv_bn_relu(b.ops, "conv3x3", {B, size, size, width, width, 3, stride}, e, true);
+      const i64 so = (size + stride - 1) / stride;
+      conv_bn_relu(b.ops, "conv1x1b", {B, so, so, width, out, 1, 1}, e, false);
+      if (first && (stride != 1 || cin != out)) conv_bn_relu(b.ops, "downsample", {B, size, size, cin, out, 1, stride}, e, false);
+      const double o = double(B) * so * so * out * e;
+      b.ops.push_back(memory_op("residual-add-relu", Split::none, 3 * o, 3 * o, o));
+      b.output_bytes = o;
+      g.blocks.push_back(b);
+    }
+    const int first_idx = static_cast<int>(g.blocks.size()) - 2;
+    for (i64 i = 0; i < blocks_per_stage[s]; ++i) g.layers.push_back(i == 0 ? first_idx : first_idx + 1);
+    in_channels = out;
+    if (s > 0) size = (size + 1) / 2;
+  }
+
+  Block head;
+  head.name = "head";
+  const double features = double(B) * size * size * in_channels * e;
+  head.ops.push_back(memory_op("global-avgpool", Split::none, features + double(B) * in_channels * e,
+                               features + double(B) * in_channels * e, 0));
+  Op fc = matmul("fc", 1, B, m.classes, in_channels, true, Split::none, double(in_channels) * m.classes + m.classes,
+                 double(B) * in_channels * e);
+  head.ops.push_back(fc);
+  head.ops.push_back(memory_op("cross-entropy", Split::none, double(B) * m.classes * 12, double(B) * m.classes * 8, 0));
+  g.blocks.push_back(head);
+  g.post = {static_cast<int>(g.blocks.size()) - 1};
+  return g;
+}
+
+}  // namespace
+
+double Op::fwd_flops() const {
+  if (kind == OpKind::matmul) return 2.0 * batch * m * n * k;
+  if (kind == OpKind::attention) return 4.0 * batch * m * n * k;  // QK^T and PV, full (Megatron's convention)
+  return 0;
+}
+
+double Op::bwd_flops() const { return 2.0 * fwd_flops(); }
+
+double Block::params() const {
+  double p = 0;
+  for (const auto& op : ops) p += op.params;
+  return p;
+}
+
+double Block::fwd_flops() const {
+  double f = 0;
+  for (const auto& op : ops) f += op.fwd_flops();
+  return f;
+}
+
+double Block::saved_bytes() const {
+  double s = 0;
+  for (const auto& op : ops) s += op.saved_bytes;
+  return s;
+}
+
+double ModelGraph::params() const {
+  double p = 0;
+  for (int b : pre) p += blocks[b].params();
+  for (int b : layers) p += blocks[b].params();
+  for (int b : post) p += blocks[b].params();
+  return p - tied_params;
+}
+
+double ModelGraph::fwd_flops() const {
+  double f = 0;
+  for (int b : pre) f += blocks[b].fwd_flops();
+  for (int b : layers) f += blocks[b].fwd_flops();
+  for (int b : post) f += blocks[b].fwd_flops();
+  return f;
+}
+
+ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, double activation_bytes) {
+  if (m.family == ModelFamily::wresnet) return wresnet_graph(m, micro_batch, activation_bytes);
+  return transformer_graph(m, micro_batch, activation_bytes);
+}
+
+double parameter_count(const ModelSpec& m) { return build_model_graph(m, 1, 2).params(); }
+
+}  // namespace clustersim

@@ -1,0 +1,92 @@
+// Operator-level training graphs. A model is a sequence of blocks (a transformer layer,
+// an embedding, a bottleneck...). Identical blocks are stored once and referenced by
+// index, so a 128-layer model costs one layer's work to evaluate.
+//
+// Ops are logical (unsharded). Each op says how Megatron-style tensor parallelism
+// splits it (`split`), which the estimator applies for manual plans; the Alpa search
+// enumerates its own shardings from the same shapes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scenarios/scenario.hpp"
+#include "scenarios/units.hpp"
+
+namespace clustersim {
+
+enum class OpKind {
+  matmul,       // C[batch,m,n] = A[batch,m,k] B[batch,k,n]; B a weight when `weight`
+  attention,    // fused (flash) attention over batch*heads
+  memory,       // memory-bound kernel: norm, softmax, activation, dropout, residual, loss, pool
+  embedding,    // table lookup (forward gather, backward scatter-add)
+  tp_enter,     // Megatron "f": identity forward, all-reduce of the input grad backward
+  tp_exit,      // Megatron "g": all-reduce forward, identity backward
+  all_to_all,   // expert dispatch / combine over the expert-parallel group
+};
+
+// How Megatron tensor parallelism (degree t) shards an op.
+enum class Split {
+  none,     // replicated on every TP rank, never split
+  seq,      // replicated, split along the sequence only under sequence parallelism
+  column,   // matmul: n / t (column-parallel linear, or any op on its sharded output)
+  row,      // matmul: k / t (row-parallel linear; produces partial sums)
+  heads,    // batch of heads / t (attention, and ops on per-head tensors)
+};
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::memory;
+  Split split = Split::none;
+  bool expert = false;          // batch dimension = experts: split over the EP group
+  bool core_attention = false;  // recomputed under selective recompute
+  // matmul / attention shape. For attention: batch = b*heads, m = query length,
+  // n = key length, k = head dim; `causal` halves the work actually done.
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool weight = false;
+  bool causal = false;
+  // memory-bound ops and comm markers: bytes moved (read + written) forward / backward
+  double fwd_bytes = 0, bwd_bytes = 0;
+  int kernels = 1;  // kernels launched per forward pass (backward: 2x)
+  double params = 0;       // parameters owned by this op
+  double saved_bytes = 0;  // activations kept for backward (before any sharding)
+  double comm_bytes = 0;   // tp_enter / tp_exit / all_to_all: tensor size in bytes
+
+  double fwd_flops() const;  // FLOPs of the forward pass (0 for memory-bound ops)
+  double bwd_flops() const;  // FLOPs of the backward pass
+};
+
+struct Block {
+  std::string name;  // "gpt-layer", "moe-layer", "embedding", "head", "bottleneck-s2-first"
+  std::vector<Op> ops;
+  double params() const;
+  double fwd_flops() const;
+  double saved_bytes() const;
+  // Bytes of the tensor leaving this block (pipeline send size), per micro-batch.
+  double output_bytes = 0;
+};
+
+struct ModelGraph {
+  std::vector<Block> blocks;   // distinct blocks
+  std::vector<int> pre;        // blocks before the repeated layers (first pipeline stage)
+  std::vector<int> layers;     // the repeated layers, split across pipeline stages
+  std::vector<int> post;       // blocks after them (last pipeline stage)
+  std::int64_t micro_batch = 0;
+  std::int64_t tokens_per_sample = 0;  // seq_len for transformers, 1 for images
+  double activation_bytes = 2;
+  // Parameters shared by the first and last stage (tied embeddings), counted once.
+  double tied_params = 0;
+
+  double params() const;           // total, tied weights counted once
+  double fwd_flops() const;        // per micro-batch
+  double model_flops() const { return 3.0 * fwd_flops(); }  // forward + backward, per micro-batch
+};
+
+// Builds the graph of one micro-batch of `micro_batch` samples. `activation_bytes` is
+// the element size of stored activations (2 for 16-bit training, 4 for fp32).
+ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, double activation_bytes);
+
+// Parameter count of the model from the graph (tied weights counted once).
+double parameter_count(const ModelSpec& m);
+
+}  // namespace clustersim

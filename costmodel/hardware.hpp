@@ -1,0 +1,57 @@
+// GPU hardware profiles: datasheet peaks plus the efficiency figures the cost model
+// needs. Built-in profiles are data files (costmodel/profiles/*.json) compiled into
+// the binary; calibrated profiles are files of the same format.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scenarios/diagnostics.hpp"
+#include "scenarios/units.hpp"
+
+namespace clustersim {
+
+enum class DType { fp32, tf32, fp16, bf16, fp8 };
+std::string_view to_string(DType);
+double dtype_bytes(DType);
+
+struct Efficiency {
+  double gemm_max = 0.8;       // fraction of peak a large, well-shaped GEMM reaches
+  double gemm_k_half = 48;     // K at which a GEMM loses half its rate to the K loop prologue
+  double attention = 0.5;      // fraction of peak of fused (flash) attention
+  double memory = 0.7;         // fraction of HBM bandwidth of large memory-bound kernels
+  Bytes memory_half_size = 1 << 20;  // transfer size reaching half of that rate
+  Seconds kernel_overhead = 3e-6;    // per kernel, on the GPU timeline
+  double collective_nvlink = 0.75;   // NCCL bus bandwidth / NVLink bandwidth
+  double collective_network = 0.9;   // NCCL bus bandwidth / NIC bandwidth
+};
+
+struct GpuProfile {
+  std::string name;          // "a100-sxm4-80gb"
+  std::string display_name;  // "NVIDIA A100-SXM4-80GB"
+  std::string status;        // "datasheet" or "calibrated"
+  int sms = 0;
+  Bytes l2 = 0;
+  FlopPerSecond peak_fp64 = 0, peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0;
+  Bytes memory_capacity = 0;
+  Bytes memory_reserved = 0;  // CUDA context, NCCL buffers, allocator slack
+  BytesPerSecond memory_bandwidth = 0;
+  BytesPerSecond nvlink_bandwidth = 0;  // per GPU per direction
+  Seconds nvlink_latency = 0;
+  BytesPerSecond pcie_bandwidth = 0;  // per direction
+  Efficiency efficiency;
+  std::vector<std::string> sources;
+
+  // Peak dense rate for a compute type; 0 when the GPU has no such units.
+  FlopPerSecond peak(DType t) const;
+  Bytes usable_memory() const { return memory_capacity - memory_reserved; }
+};
+
+// Parses a profile document; problems go to `diag`.
+GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag);
+// A built-in profile by name, else a profile file path; nullopt when neither exists.
+std::optional<GpuProfile> find_gpu_profile(const std::string& name_or_path);
+std::vector<std::string> builtin_gpu_names();
+
+}  // namespace clustersim

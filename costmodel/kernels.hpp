@@ -1,0 +1,34 @@
+// Time of one kernel on one GPU: GEMMs (tile and wave quantisation, K-loop prologue,
+// a memory-bandwidth floor), fused attention, and memory-bound kernels (bandwidth with
+// a size-dependent ramp). Parameters come from the GPU profile; calibration refits them.
+#pragma once
+#include <cstdint>
+
+#include "costmodel/hardware.hpp"
+
+namespace clustersim {
+
+class KernelModel {
+ public:
+  explicit KernelModel(const GpuProfile& gpu) : gpu_(gpu) {}
+
+  // C[batch,m,n] = A[batch,m,k] B[batch,k,n] in `dtype` (operands of dtype_bytes each).
+  Seconds gemm(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype) const;
+  // Fraction of the dtype's peak the GEMM reaches (without kernel overhead).
+  double gemm_efficiency(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const;
+  // Fused (flash) attention over batch*heads = `batch`, query length m, key length n,
+  // head dim k. Backward recomputes the scores: 2.5x the forward work.
+  Seconds attention_forward(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, bool causal,
+                            Bytes bytes, DType dtype) const;
+  Seconds attention_backward(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, bool causal,
+                             Bytes bytes, DType dtype) const;
+  // A memory-bound kernel (or `kernels` of them) moving `bytes` in total.
+  Seconds memory(Bytes bytes, int kernels) const;
+
+  const GpuProfile& gpu() const { return gpu_; }
+
+ private:
+  const GpuProfile& gpu_;
+};
+
+}  // namespace clustersim

@@ -1,0 +1,30 @@
+// Bytes per parameter and per activation for each training precision.
+//  fp32        weights 4, grads 4, Adam states 8                  compute fp32
+//  amp-*       PyTorch autocast: fp32 weights 4, grads 4, states 8, plus a transient
+//              low-precision copy of each weight made during forward (2)   compute 16-bit
+//  mixed-bf16  Megatron: bf16 weights 2, fp32 main grads 4 (Megatron forces fp32 grad
+//              accumulation for bf16), fp32 master 4 + states 8      compute bf16
+//  mixed-fp16  Megatron default: fp16 weights 2, fp16 grads 2, master 4 + states 8
+// SGD keeps one momentum buffer (4) instead of Adam's two.
+#pragma once
+#include "costmodel/hardware.hpp"
+#include "scenarios/scenario.hpp"
+
+namespace clustersim {
+
+struct PrecisionRules {
+  DType compute = DType::bf16;
+  double activation_bytes = 2;
+  double weight_bytes = 2;
+  double grad_bytes = 4;
+  double master_bytes = 4;
+  double optimizer_state_bytes = 8;
+  double autocast_copy_bytes = 0;
+  double grad_comm_bytes = 4;  // element size of the gradient reduction
+  // Bytes read plus written per parameter by the optimizer step.
+  double optimizer_step_bytes() const;
+};
+
+PrecisionRules precision_rules(Precision p, OptimizerKind opt);
+
+}  // namespace clustersim

@@ -1,0 +1,58 @@
+// Strict reading of one JSON object: unknown keys are errors (with the nearest valid
+// key suggested), every typed getter checks type and range and records a Problem
+// instead of throwing, so one pass reports everything wrong with a file.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "scenarios/diagnostics.hpp"
+#include "scenarios/units.hpp"
+
+namespace clustersim {
+
+class ObjectReader {
+ public:
+  // Reports a non-object value and unknown keys right away. `valid` is null when the
+  // value is not an object; every getter then returns nullopt.
+  ObjectReader(const nlohmann::json& value, std::string path, Diagnostics& diag,
+               std::initializer_list<std::string_view> known_keys);
+
+  bool valid() const { return object_ != nullptr; }
+  bool has(std::string_view key) const;
+  const nlohmann::json* get(std::string_view key) const;
+  std::string path(std::string_view key) const { return json_path(path_, key); }
+  const std::string& path() const { return path_; }
+  Diagnostics& diagnostics() { return diag_; }
+
+  std::optional<std::int64_t> integer(std::string_view key, std::int64_t min, std::int64_t max,
+                                      bool required = true);
+  std::optional<double> number(std::string_view key, double min, double max, bool required = true);
+  std::optional<bool> boolean(std::string_view key, bool required = true);
+  std::optional<std::string> string(std::string_view key, bool required = true);
+  std::optional<std::string> choice(std::string_view key, std::initializer_list<std::string_view> allowed,
+                                    bool required = true);
+  std::optional<double> quantity(std::string_view key, Dimension dim, bool required = true);
+  // Child object (nullptr when absent or not an object; the latter is reported).
+  const nlohmann::json* object(std::string_view key, bool required = true);
+
+ private:
+  const nlohmann::json* lookup(std::string_view key, bool required);
+  const nlohmann::json* object_ = nullptr;
+  std::string path_;
+  Diagnostics& diag_;
+};
+
+// A short rendering of a JSON value for messages ("-2", "\"fat tree\"", "an object").
+std::string describe(const nlohmann::json& value);
+
+// Parses `text` as JSON; a syntax error becomes a Problem with line and column.
+nlohmann::json parse_json_text(std::string_view text, const std::string& file);
+// Reads and parses a file; a missing file is an InputError naming it.
+nlohmann::json read_json_file(const std::string& file);
+
+}  // namespace clustersim

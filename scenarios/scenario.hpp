@@ -1,0 +1,124 @@
+// The scenario: model, training, cluster, plan and simulation settings as plain
+// structs in SI units. Parsing validates types, ranges, units, unknown keys and the
+// cross-field rules (the plan must tile the cluster, the batch must split evenly...)
+// and reports every problem with file and JSON path. The schema is documented in
+// scenarios/README.md.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "scenarios/diagnostics.hpp"
+#include "scenarios/units.hpp"
+
+namespace clustersim {
+
+enum class ModelFamily { gpt, llama, moe, wresnet };
+enum class AttentionImpl { standard, flash };
+enum class Precision { fp32, amp_bf16, amp_fp16, mixed_bf16, mixed_fp16 };
+enum class OptimizerKind { adam, sgd };
+enum class Recompute { none, selective, full };
+enum class Fabric { nvswitch, nvlink_mesh, pcie };
+enum class Topology { fat_tree, leaf_spine, rail_optimized };
+enum class Schedule { gpipe, one_f_one_b, interleaved };
+
+std::string_view to_string(ModelFamily);
+std::string_view to_string(AttentionImpl);
+std::string_view to_string(Precision);
+std::string_view to_string(OptimizerKind);
+std::string_view to_string(Recompute);
+std::string_view to_string(Fabric);
+std::string_view to_string(Topology);
+std::string_view to_string(Schedule);
+
+struct ModelSpec {
+  ModelFamily family = ModelFamily::gpt;
+  // Transformers (gpt, llama, moe).
+  std::int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, seq_len = 0, vocab = 0, ffn_hidden = 0;
+  AttentionImpl attention = AttentionImpl::flash;
+  double dropout = 0.0;
+  bool tie_embeddings = true;
+  // MoE: every `moe_every`-th layer (the 2nd, 4th... for 2) has `experts` experts, top-k routing.
+  std::int64_t experts = 0, top_k = 0, moe_every = 2;
+  double capacity_factor = 1.0;
+  // Wide-ResNet: bottleneck ResNet of `depth` layers, base channels, width factor.
+  std::int64_t depth = 0, channels = 0, width = 0, image_size = 0, classes = 0;
+
+  std::int64_t head_dim() const { return heads ? hidden / heads : 0; }
+};
+
+struct TrainingSpec {
+  std::int64_t global_batch = 0;  // samples (sequences or images) per iteration
+  std::int64_t micro_batch = 0;   // samples per micro-batch per data-parallel replica
+  Precision precision = Precision::mixed_bf16;
+  OptimizerKind optimizer = OptimizerKind::adam;
+  Recompute recompute = Recompute::none;
+};
+
+struct IntraNodeSpec {
+  Fabric fabric = Fabric::nvswitch;
+  std::optional<BytesPerSecond> bandwidth;  // per GPU per direction; default: the GPU profile's NVLink
+  std::optional<Seconds> latency;           // default: the GPU profile's
+};
+
+struct InterNodeSpec {
+  Topology topology = Topology::fat_tree;
+  std::int64_t nics_per_node = 0;
+  BytesPerSecond nic_bandwidth = 0;  // per NIC per direction
+  Seconds latency = 0;
+  double oversubscription = 1.0;  // >= 1: core bandwidth = edge bandwidth / oversubscription
+};
+
+struct ClusterSpec {
+  std::string gpu;
+  std::int64_t nodes = 1, gpus_per_node = 1;
+  IntraNodeSpec intra_node;
+  std::optional<InterNodeSpec> inter_node;  // required when nodes > 1
+  std::int64_t total_gpus() const { return nodes * gpus_per_node; }
+};
+
+struct PlanSpec {
+  std::int64_t dp = 1, tp = 1, pp = 1, ep = 1;
+  Schedule schedule = Schedule::one_f_one_b;
+  std::int64_t virtual_stages = 1;
+  int zero = 0;
+  bool sequence_parallel = false;
+  bool overlap_grad_reduce = true;  // bucketed gradient all-reduce during backward
+  std::int64_t micro_batches(const TrainingSpec& t) const { return t.global_batch / (dp * t.micro_batch); }
+};
+
+struct SimulationSpec {
+  std::string collectives = "auto";
+  std::uint64_t seed = 1;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source;  // file it came from, or "<built-in default>"
+  ModelSpec model;
+  TrainingSpec training;
+  ClusterSpec cluster;
+  PlanSpec plan;
+  SimulationSpec simulation;
+};
+
+// Parses and validates; problems go to `diag` (nothing throws for bad content).
+Scenario parse_scenario(const nlohmann::json& doc, Diagnostics& diag);
+// Reads, parses and validates a file; throws InputError listing every problem.
+Scenario load_scenario(const std::string& file);
+// The cross-field rules (plan tiles the cluster, batch splits evenly, layers split
+// over stages, tp divides heads...). parse_scenario runs them; the plan enumerator
+// reuses them so that "valid" means one thing.
+void check_consistency(const Scenario& s, Diagnostics& diag);
+// The scenario built into the binary (scenarios/default.json).
+Scenario default_scenario();
+std::string_view default_scenario_text();
+
+// Canonical JSON: every default filled in, quantities in SI with their unit, keys
+// sorted. Parsing it again gives the same scenario.
+nlohmann::json to_json(const Scenario& s);
+
+}  // namespace clustersim

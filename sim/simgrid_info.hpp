@@ -1,0 +1,9 @@
+// What the simulator layer records as provenance. The replay itself lands with the
+// simulator issue; this file is the only SimGrid dependency until then.
+#pragma once
+#include <string>
+
+namespace clustersim::sim {
+// "3.32.0": the SimGrid library actually loaded (not the headers compiled against).
+std::string simgrid_version();
+}  // namespace clustersim::sim
