@@ -101,7 +101,11 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     ops.push_back(fa);
   } else {
     const double probs = double(d.B) * d.A * d.S * d.S;  // elements of the score matrix
-    Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, d.D, false, Split::heads, 0, q_bytes + kv_bytes);
+    // Q, K and V are kept even under selective recompute (they are what it restarts
+    // from), so they are saved on a marker op outside the core.
+    ops.push_back(memory_op("qkv-output-saved", Split::heads, 0, 0, q_bytes + 2 * kv_bytes));
+    ops.back().kernels = 0;
+    Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, d.D, false, Split::heads, 0, 0);
     scores.core_attention = true;
     ops.push_back(scores);
     Op softmax = memory_op("scale-mask-softmax", Split::heads, 2 * probs * d.e, 3 * probs * d.e, probs * d.e);
@@ -113,7 +117,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
       ops.push_back(drop);
     }
     Op context = matmul("attn-context", d.B * d.A, d.S, d.D, d.S, false, Split::heads, 0,
-                        (d.p > 0 ? probs * d.e : 0.0) + kv_bytes);
+                        d.p > 0 ? probs * d.e : 0.0);
     context.core_attention = true;
     ops.push_back(context);
   }

@@ -11,36 +11,15 @@
 
 #include "costmodel/collectives.hpp"
 #include "costmodel/kernels.hpp"
+#include "strategies/op_timing.hpp"
 
 namespace clustersim {
 namespace {
 
 using i64 = std::int64_t;
 
-bool tp_sharded(Split s) { return s == Split::column || s == Split::row || s == Split::heads; }
-
 // Megatron's gradient buckets (40M elements); the last one cannot hide behind compute.
 constexpr double kBucketElements = 40e6;
-
-struct Groups {
-  Group tp, dp, ep;
-  double dp_share = 1, ep_share = 1;
-  bool pp_cross_node = false;
-};
-
-Groups make_groups(const ClusterModel& c, const PlanSpec& p) {
-  Groups g;
-  const i64 gpn = c.gpus_per_node;
-  g.tp = {p.tp, std::min(p.tp, gpn)};
-  const i64 dp_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.dp, gpn / p.tp));
-  g.dp = {p.dp, dp_local};
-  g.dp_share = double(dp_local) / double(gpn);
-  const i64 ep_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.ep, gpn / p.tp));
-  g.ep = {p.ep, ep_local};
-  g.ep_share = double(ep_local) / double(gpn);
-  g.pp_cross_node = p.dp * p.tp >= gpn;
-  return g;
-}
 
 }  // namespace
 
@@ -62,93 +41,45 @@ const ModelGraph& Estimator::graph(i64 micro_batch) const {
   return it->second;
 }
 
-Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& plan, Recompute rc) const {
+// Recompute applies to the repeated layers only: Megatron checkpoints transformer
+// layers, never the embedding or the logits and loss.
+Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& plan, Recompute requested,
+                                           bool is_layer) const {
+  const Recompute rc = is_layer ? requested : Recompute::none;
   const KernelModel km(cluster_.gpu);
-  const DType dt = rules_.compute;
-  const i64 t = plan.tp;
-  const bool sp = plan.sequence_parallel && t > 1;
-  const i64 ep = plan.ep;
-  const Groups groups = make_groups(cluster_, plan);
-  const auto tp_coll = [&](Collective kind, double bytes) {
-    return t > 1 ? collective_time(cluster_, kind, bytes, groups.tp, 1.0) : 0.0;
+  const ShardingContext ctx{plan.tp, plan.ep, plan.sequence_parallel && plan.tp > 1, rules_.compute};
+  const PlanGroups groups = plan_groups(cluster_, plan);
+  const auto comm_time = [&](const CommStep& step) -> Seconds {
+    switch (step.group) {
+      case CommGroup::tp: return collective_time(cluster_, step.kind, step.bytes, groups.tp, 1.0);
+      case CommGroup::ep: return collective_time(cluster_, step.kind, step.bytes, groups.ep, groups.ep_share);
+      case CommGroup::none: return 0.0;
+    }
+    return 0.0;
   };
 
   BlockCost c;
   Bytes saved_all = 0, saved_core = 0;
   for (const Op& op : block.ops) {
-    const double shard = tp_sharded(op.split) ? double(t) : (op.split == Split::seq && sp ? double(t) : 1.0);
-    Seconds fwd = 0, bwd = 0, tp_f = 0, tp_b = 0, ep_c = 0;
-    double flops = 0;
-    switch (op.kind) {
-      case OpKind::matmul: {
-        i64 b = op.batch, m = op.m, n = op.n, k = op.k;
-        if (op.split == Split::column) n = std::max<i64>(1, n / t);
-        if (op.split == Split::row) k = std::max<i64>(1, k / t);
-        if (op.split == Split::heads) b = std::max<i64>(1, b / t);
-        if (op.expert && ep > 1) {
-          b = std::max<i64>(1, b / ep);
-          m *= ep;
-        }
-        fwd = km.gemm(b, m, n, k, dt);
-        // Backward: the gradient of each operand is one GEMM (dgrad, wgrad).
-        bwd = km.gemm(b, m, k, n, dt) + km.gemm(b, k, n, m, dt);
-        flops = 3.0 * 2.0 * double(b) * m * n * k;
-        break;
-      }
-      case OpKind::attention: {
-        const i64 b = std::max<i64>(1, op.batch / t);
-        fwd = km.attention_forward(b, op.m, op.n, op.k, op.causal, op.fwd_bytes / t, dt);
-        bwd = km.attention_backward(b, op.m, op.n, op.k, op.causal, op.bwd_bytes / t, dt);
-        flops = 3.0 * 4.0 * double(b) * op.m * op.n * op.k;
-        break;
-      }
-      case OpKind::memory:
-        if (op.kernels > 0) {
-          fwd = km.memory(op.fwd_bytes / shard, op.kernels);
-          if (op.bwd_bytes > 0) bwd = km.memory(op.bwd_bytes / shard, 2 * op.kernels);
-        }
-        break;
-      case OpKind::embedding:
-        // A vocab-parallel lookup writes the full output on every rank (zeros where the
-        // row lives elsewhere), so its traffic does not shrink with tp.
-        fwd = km.memory(op.fwd_bytes, 1);
-        bwd = km.memory(op.bwd_bytes, 1);
-        break;
-      case OpKind::tp_enter:
-        tp_f = sp ? tp_coll(Collective::all_gather, op.comm_bytes) : 0.0;
-        tp_b = tp_coll(sp ? Collective::reduce_scatter : Collective::all_reduce, op.comm_bytes);
-        break;
-      case OpKind::tp_exit:
-        tp_f = tp_coll(sp ? Collective::reduce_scatter : Collective::all_reduce, op.comm_bytes);
-        tp_b = sp ? tp_coll(Collective::all_gather, op.comm_bytes) : 0.0;
-        break;
-      case OpKind::all_to_all:
-        if (ep > 1) ep_c = collective_time(cluster_, Collective::all_to_all, op.comm_bytes, groups.ep, groups.ep_share);
-        break;
-    }
-    c.forward += fwd;
-    c.backward += bwd;
-    c.tp_forward += tp_f;
-    c.tp_backward += tp_b;
-    c.ep += 2 * ep_c;
-    c.hardware_flops += flops;
+    const OpTiming o = time_op(op, ctx, km);
+    const Seconds comm_f = comm_time(o.forward_comm), comm_b = comm_time(o.backward_comm);
+    const bool ep_comm = o.forward_comm.group == CommGroup::ep || o.backward_comm.group == CommGroup::ep;
+    c.forward += o.forward;
+    c.backward += o.backward;
+    (ep_comm ? c.ep : c.tp_forward) += comm_f;
+    (ep_comm ? c.ep : c.tp_backward) += comm_b;
+    c.hardware_flops += 3.0 * o.forward_flops;
     const bool recomputed = rc == Recompute::full || (rc == Recompute::selective && op.core_attention);
     if (recomputed) {
-      c.recompute += fwd;
-      c.tp_recompute += tp_f;
-      c.ep += ep_c;
-      c.hardware_flops += flops / 3.0;
+      c.recompute += o.forward;
+      (ep_comm ? c.ep : c.tp_recompute) += comm_f;
+      c.hardware_flops += o.forward_flops;
     }
-    const double saved_shard = tp_sharded(op.split) ? double(t) : (op.split == Split::seq && sp ? double(t) : 1.0);
-    const Bytes saved = op.saved_bytes / saved_shard;
-    saved_all += saved;
-    if (op.core_attention) saved_core += saved;
-    double param_shard = 1;
-    if (op.split == Split::column || op.split == Split::row) param_shard *= double(t);
-    if (op.expert) param_shard *= double(ep);
-    c.params += op.params / param_shard;
+    saved_all += o.saved;
+    if (op.core_attention) saved_core += o.saved;
+    c.params += o.params;
   }
-  const Bytes boundary = block.output_bytes / (sp ? double(t) : 1.0);
+  const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0);
   switch (rc) {
     case Recompute::none:
       c.saved = saved_all;
@@ -174,7 +105,10 @@ const std::vector<Estimator::BlockCost>& Estimator::block_costs(i64 micro_batch,
   const ModelGraph& g = graph(micro_batch);
   std::vector<BlockCost> costs;
   costs.reserve(g.blocks.size());
-  for (const Block& b : g.blocks) costs.push_back(cost_block(b, plan, rc));
+  for (std::size_t i = 0; i < g.blocks.size(); ++i) {
+    const bool is_layer = std::find(g.layers.begin(), g.layers.end(), static_cast<int>(i)) != g.layers.end();
+    costs.push_back(cost_block(g.blocks[i], plan, rc, is_layer));
+  }
   return costs_.emplace(key, std::move(costs)).first->second;
 }
 
@@ -182,7 +116,7 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
   const ModelGraph& g = graph(micro_batch);
   const auto& costs = block_costs(micro_batch, plan, rc);
   const KernelModel km(cluster_.gpu);
-  const Groups groups = make_groups(cluster_, plan);
+  const PlanGroups groups = plan_groups(cluster_, plan);
   const i64 p = plan.pp;
   const i64 v = plan.schedule == Schedule::interleaved ? plan.virtual_stages : 1;
   const i64 t = plan.tp;

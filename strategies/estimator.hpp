@@ -94,7 +94,7 @@ class Estimator {
   using Key = std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, int>;  // b, tp, sp, ep, recompute
   const ModelGraph& graph(std::int64_t micro_batch) const;
   const std::vector<BlockCost>& block_costs(std::int64_t micro_batch, const PlanSpec& plan, Recompute rc) const;
-  BlockCost cost_block(const Block& block, const PlanSpec& plan, Recompute rc) const;
+  BlockCost cost_block(const Block& block, const PlanSpec& plan, Recompute rc, bool is_layer) const;
 
   ModelSpec model_;
   TrainingSpec training_;

@@ -1,0 +1,45 @@
+// clustersim gpus: the built-in GPU profiles; clustersim version: provenance.
+#include <fmt/format.h>
+
+#include "cli/command.hpp"
+#include "costmodel/hardware.hpp"
+#include "results/sqlite_info.hpp"
+#include "sim/simgrid_info.hpp"
+
+#ifndef CLUSTERSIM_GIT_REVISION
+#define CLUSTERSIM_GIT_REVISION "unknown"
+#endif
+#ifndef CLUSTERSIM_VERSION
+#define CLUSTERSIM_VERSION "0"
+#endif
+
+namespace clustersim::cli {
+namespace {
+
+int list_gpus() {
+  fmt::print("{:<18} {:>10} {:>10} {:>9} {:>11} {:>10}  {}\n", "name", "bf16", "fp16", "memory", "HBM", "NVLink",
+             "status");
+  for (const auto& name : builtin_gpu_names()) {
+    const auto p = find_gpu_profile(name);
+    fmt::print("{:<18} {:>10} {:>10} {:>9} {:>11} {:>10}  {}\n", p->name,
+               p->peak_bf16 > 0 ? fmt::format("{:.1f} TF", p->peak_bf16 / 1e12) : "-",
+               fmt::format("{:.1f} TF", p->peak_fp16 / 1e12), format_bytes(p->memory_capacity),
+               format_bandwidth(p->memory_bandwidth), format_bandwidth(p->nvlink_bandwidth), p->status);
+  }
+  return 0;
+}
+
+const Registration gpus_command{"gpus", "list the built-in GPU profiles",
+                                [](CLI::App&) -> Runner { return [] { return list_gpus(); }; }};
+
+const Registration version_command{"version", "print versions and provenance", [](CLI::App&) -> Runner {
+                                     return [] {
+                                       fmt::print("clustersim {} (git {})\nSimGrid {}\nSQLite {}\n", CLUSTERSIM_VERSION,
+                                                  CLUSTERSIM_GIT_REVISION, sim::simgrid_version(),
+                                                  results::sqlite_version());
+                                       return 0;
+                                     };
+                                   }};
+
+}  // namespace
+}  // namespace clustersim::cli

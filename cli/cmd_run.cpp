@@ -1,0 +1,73 @@
+// clustersim run [FILE] [--json]: the analytical estimate of one scenario (the built-in
+// default when FILE is left out); clustersim validate FILE...: checks files only.
+#include <fmt/format.h>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "cli/report.hpp"
+#include "strategies/estimator.hpp"
+
+#ifndef CLUSTERSIM_GIT_REVISION
+#define CLUSTERSIM_GIT_REVISION "unknown"
+#endif
+#ifndef CLUSTERSIM_VERSION
+#define CLUSTERSIM_VERSION "0"
+#endif
+
+namespace clustersim::cli {
+namespace {
+
+struct RunOptions {
+  std::string file;
+  bool json = false;
+};
+
+int run(const RunOptions& o) {
+  const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
+  const Estimator est = make_estimator(s);
+  const Estimate e = est.estimate(s.plan);
+  if (o.json) {
+    nlohmann::json out = to_json(e);
+    out["scenario"] = to_json(s);
+    out["tool"] = {{"name", "clustersim"}, {"version", CLUSTERSIM_VERSION}, {"git_revision", CLUSTERSIM_GIT_REVISION},
+                   {"method", "analytical"}, {"gpu_profile", est.cluster().gpu.name},
+                   {"gpu_profile_status", est.cluster().gpu.status}};
+    std::cout << out.dump(2) << '\n';
+  } else {
+    std::cout << format_report(s, est, e);
+  }
+  return 0;
+}
+
+int validate(const std::vector<std::string>& files) {
+  int bad = 0;
+  for (const auto& f : files) {
+    try {
+      (void)make_estimator(load_scenario(f));
+      std::cout << f << ": ok\n";
+    } catch (const InputError& e) {
+      ++bad;
+      std::cerr << e.what() << '\n';
+    }
+  }
+  return bad ? 1 : 0;
+}
+
+const Registration run_command{"run", "estimate one scenario (the built-in default when no FILE is given)",
+                               [](CLI::App& sub) -> Runner {
+                                 auto o = std::make_shared<RunOptions>();
+                                 sub.add_option("FILE", o->file, "scenario file (JSON)");
+                                 sub.add_flag("--json", o->json, "print machine-readable JSON");
+                                 return [o] { return run(*o); };
+                               }};
+
+const Registration validate_command{"validate", "check scenario files without running them",
+                                    [](CLI::App& sub) -> Runner {
+                                      auto files = std::make_shared<std::vector<std::string>>();
+                                      sub.add_option("FILE", *files, "scenario files")->required();
+                                      return [files] { return validate(*files); };
+                                    }};
+
+}  // namespace
+}  // namespace clustersim::cli

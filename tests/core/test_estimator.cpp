@@ -1,0 +1,183 @@
+// Analytical estimator: closed forms for the bubble, ZeRO and activation memory, and
+// the bookkeeping (the breakdown adds up to the iteration time).
+#include <catch2/catch.hpp>
+
+#include "scenarios/json_reader.hpp"
+#include "strategies/estimator.hpp"
+
+using namespace clustersim;
+using nlohmann::json;
+
+namespace {
+
+Scenario scenario_from(const json& doc) {
+  Diagnostics diag("<test>");
+  Scenario s = parse_scenario(doc, diag);
+  std::string problems;
+  for (const auto& p : diag.problems()) problems += p.to_string() + "\n";
+  INFO(problems);
+  REQUIRE(diag.ok());
+  return s;
+}
+
+json gpt_doc(std::int64_t layers, std::int64_t vocab = 51200) {
+  json doc = parse_json_text(default_scenario_text(), "<test>");
+  doc["model"] = {{"family", "gpt"}, {"hidden", 4096}, {"layers", layers}, {"heads", 32}, {"seq_len", 2048},
+                  {"vocab", vocab}, {"attention", "standard"}, {"dropout", 0.1}};
+  doc["training"] = {{"global_batch", 512}, {"micro_batch", 1}, {"precision", "mixed-bf16"}, {"recompute", "none"}};
+  doc["plan"] = {{"dp", 16}, {"tp", 1}, {"pp", 1}, {"zero", 0}};
+  return doc;
+}
+
+Estimate run(const json& doc) {
+  const Scenario s = scenario_from(doc);
+  return make_estimator(s).estimate(s.plan);
+}
+
+}  // namespace
+
+TEST_CASE("the time breakdown adds up to the iteration time", "[estimator]") {
+  std::vector<json> docs;
+  docs.push_back(parse_json_text(default_scenario_text(), "<test>"));
+  json d = gpt_doc(32);
+  d["plan"] = {{"dp", 2}, {"tp", 4}, {"pp", 2}, {"schedule", "interleaved"}, {"virtual_stages", 4}, {"zero", 1}};
+  docs.push_back(d);
+  d["plan"] = {{"dp", 16}, {"tp", 1}, {"pp", 1}, {"zero", 3}};
+  docs.push_back(d);
+  for (const auto& doc : docs) {
+    const Estimate e = run(doc);
+    CHECK(e.breakdown.total() == Approx(e.iteration_time).epsilon(1e-12));
+    CHECK(e.tokens_per_s == Approx(512.0 * 2048 / e.iteration_time).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("pipeline bubble of uniform stages: (p-1)/(m+p-1), interleaved (p-1)/v", "[estimator]") {
+  // A tiny vocabulary makes the embedding and head negligible: stages are uniform.
+  json doc = gpt_doc(32, 128);
+  doc["training"]["global_batch"] = 64;
+  doc["plan"] = {{"dp", 2}, {"tp", 2}, {"pp", 4}, {"schedule", "gpipe"}};
+  const Estimate g = run(doc);
+  const double m = 32, p = 4;
+  const double expected = (p - 1) / (m + p - 1);
+  const double bubble = g.breakdown.bubble / (g.iteration_time - g.breakdown.dp_comm_exposed - g.breakdown.optimizer);
+  INFO("gpipe: expected bubble fraction " << expected << ", estimated " << bubble);
+  CHECK(bubble == Approx(expected).epsilon(0.01));
+
+  doc["plan"]["schedule"] = "interleaved";
+  doc["plan"]["virtual_stages"] = 4;
+  const Estimate i = run(doc);
+  const double v = 4;
+  const double expected_i = (p - 1) / v / (m + (p - 1) / v);
+  const double bubble_i = i.breakdown.bubble / (i.iteration_time - i.breakdown.dp_comm_exposed - i.breakdown.optimizer);
+  INFO("interleaved: expected " << expected_i << ", estimated " << bubble_i);
+  CHECK(bubble_i == Approx(expected_i).epsilon(0.01));
+}
+
+TEST_CASE("ZeRO stages shard optimizer states, then gradients, then weights", "[estimator]") {
+  json doc = gpt_doc(8);
+  const Estimate z0 = run(doc);
+  const double P = z0.stages[0].params_per_gpu;
+  CHECK(P == Approx(z0.parameters).epsilon(1e-12));  // dp only: every GPU holds the model
+  // mixed-bf16: bf16 weights, fp32 grads, fp32 master + two Adam states.
+  CHECK(z0.memory.weights == Approx(2 * P).epsilon(1e-12));
+  CHECK(z0.memory.gradients == Approx(4 * P).epsilon(1e-12));
+  CHECK(z0.memory.optimizer_states == Approx(12 * P).epsilon(1e-12));
+  doc["plan"]["zero"] = 1;
+  const Estimate z1 = run(doc);
+  CHECK(z1.memory.optimizer_states == Approx(12 * P / 16).epsilon(1e-12));
+  CHECK(z1.memory.gradients == Approx(4 * P).epsilon(1e-12));
+  doc["plan"]["zero"] = 2;
+  const Estimate z2 = run(doc);
+  CHECK(z2.memory.gradients == Approx(4 * P / 16).epsilon(1e-12));
+  CHECK(z2.memory.weights == Approx(2 * P).epsilon(1e-12));
+  doc["plan"]["zero"] = 3;
+  const Estimate z3 = run(doc);
+  CHECK(z3.memory.weights == Approx(2 * P / 16).epsilon(1e-12));
+}
+
+TEST_CASE("activation memory per layer: (34 s b h + 5 a s^2 b)/t under TP with SP", "[estimator]") {
+  // The difference between 4 and 2 layers isolates two layers' saved activations.
+  auto per_layer = [](bool sp, const char* recompute) {
+    json a = gpt_doc(4), b = gpt_doc(2);
+    for (json* d : {&a, &b}) {
+      (*d)["plan"] = {{"dp", 4}, {"tp", 4}, {"pp", 1}, {"sequence_parallel", sp}};
+      (*d)["training"]["recompute"] = recompute;
+    }
+    return (run(a).memory.activations - run(b).memory.activations) / 2;
+  };
+  const double s = 2048, b = 1, h = 4096, a = 32, t = 4;
+  const double with_sp = (34 * s * b * h + 5 * a * s * s * b) / t;
+  const double without_sp = s * b * h * (10 + 24 / t) + 5 * a * s * s * b / t;
+  INFO("SP: expected " << with_sp << " bytes/layer");
+  CHECK(per_layer(true, "none") == Approx(with_sp).epsilon(1e-9));
+  INFO("no SP: expected " << without_sp << " bytes/layer");
+  CHECK(per_layer(false, "none") == Approx(without_sp).epsilon(1e-9));
+  // Selective recompute drops the 5 a s^2 b term; full recompute keeps only the input.
+  CHECK(per_layer(true, "selective") == Approx(34 * s * b * h / t).epsilon(1e-9));
+  CHECK(per_layer(true, "full") == Approx(2 * s * b * h / t).epsilon(1e-9));
+}
+
+TEST_CASE("recompute trades memory for time", "[estimator]") {
+  json doc = gpt_doc(8);
+  const Estimate none = run(doc);
+  doc["training"]["recompute"] = "full";
+  const Estimate full = run(doc);
+  CHECK(full.memory.activations < none.memory.activations);
+  CHECK(full.iteration_time > none.iteration_time);
+  // Every layer's forward runs again; the embedding and the logits do not.
+  CHECK(full.breakdown.compute_recompute < full.breakdown.compute_forward);
+  CHECK(full.breakdown.compute_recompute > 0.8 * full.breakdown.compute_forward);
+  // Hardware FLOPs: 4 passes over the layers, 3 over the logits (Megatron's 96 B s l h^2
+  // (1 + s/6h + V/16lh) against 72 B s l h^2 (1 + s/6h + V/12lh) without recompute).
+  const double s = 2048, l = 8, h = 4096, V = 51200, B = 512;
+  const double paper_full = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  const double paper_none = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  CHECK(full.hardware_flops == Approx(paper_full).epsilon(1e-9));
+  CHECK(none.hardware_flops == Approx(paper_none).epsilon(1e-9));
+  CHECK(full.model_flops == Approx(none.model_flops).epsilon(1e-12));
+}
+
+TEST_CASE("overlapping the gradient reduction with backward hides most of it", "[estimator]") {
+  json doc = gpt_doc(8);
+  doc["plan"]["overlap_grad_reduce"] = false;
+  const Estimate exposed = run(doc);
+  doc["plan"]["overlap_grad_reduce"] = true;
+  const Estimate overlapped = run(doc);
+  CHECK(overlapped.breakdown.dp_comm_exposed < exposed.breakdown.dp_comm_exposed);
+  CHECK(overlapped.iteration_time < exposed.iteration_time);
+}
+
+TEST_CASE("a plan that does not fit says by how much", "[estimator]") {
+  json doc = gpt_doc(48);
+  doc["model"]["hidden"] = 8192;
+  doc["model"]["heads"] = 64;
+  doc["cluster"]["nodes"] = 1;
+  doc["cluster"]["gpus_per_node"] = 1;
+  doc["cluster"].erase("inter_node");
+  doc["plan"] = {{"dp", 1}, {"tp", 1}, {"pp", 1}};
+  const Estimate e = run(doc);
+  CHECK_FALSE(e.fits);
+  CHECK(e.overflow == Approx(e.memory_per_gpu - e.memory_capacity));
+  CHECK(e.overflow > 0);
+}
+
+TEST_CASE("expert parallelism splits experts and adds all-to-all", "[estimator]") {
+  json doc = gpt_doc(4);
+  doc["model"]["family"] = "moe";
+  doc["model"]["experts"] = 16;
+  doc["model"]["top_k"] = 2;
+  doc["model"]["attention"] = "flash";
+  doc["plan"] = {{"dp", 16}, {"tp", 1}, {"pp", 1}, {"ep", 1}};
+  const Estimate e1 = run(doc);
+  doc["plan"]["ep"] = 8;
+  const Estimate e8 = run(doc);
+  CHECK(e1.breakdown.ep_comm_exposed == 0);
+  CHECK(e8.breakdown.ep_comm_exposed > 0);
+  CHECK(e8.stages[0].params_per_gpu < e1.stages[0].params_per_gpu);
+  CHECK(e8.parameters == e1.parameters);
+}
+
+TEST_CASE("estimates are deterministic", "[estimator]") {
+  const json doc = parse_json_text(default_scenario_text(), "<test>");
+  CHECK(to_json(run(doc)).dump() == to_json(run(doc)).dump());
+}

@@ -1,0 +1,114 @@
+// Model graphs against published parameter counts and closed forms.
+#include <catch2/catch.hpp>
+
+#include "costmodel/graph.hpp"
+
+using namespace clustersim;
+
+namespace {
+ModelSpec gpt(std::int64_t h, std::int64_t l, std::int64_t a, std::int64_t s, std::int64_t v) {
+  ModelSpec m;
+  m.family = ModelFamily::gpt;
+  m.hidden = h;
+  m.layers = l;
+  m.heads = m.kv_heads = a;
+  m.seq_len = s;
+  m.vocab = v;
+  m.ffn_hidden = 4 * h;
+  m.tie_embeddings = true;
+  return m;
+}
+ModelSpec llama(std::int64_t h, std::int64_t l, std::int64_t a, std::int64_t kv, std::int64_t f, std::int64_t v) {
+  ModelSpec m;
+  m.family = ModelFamily::llama;
+  m.hidden = h;
+  m.layers = l;
+  m.heads = a;
+  m.kv_heads = kv;
+  m.ffn_hidden = f;
+  m.seq_len = 4096;
+  m.vocab = v;
+  m.tie_embeddings = false;
+  return m;
+}
+ModelSpec wresnet(std::int64_t depth, std::int64_t channels, std::int64_t width) {
+  ModelSpec m;
+  m.family = ModelFamily::wresnet;
+  m.depth = depth;
+  m.channels = channels;
+  m.width = width;
+  m.image_size = 224;
+  m.classes = 1000;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("GPT parameters match Megatron's closed form", "[graph]") {
+  // P = 12 l h^2 (1 + 13/12h + (V+s)/12lh), plus the final layer norm (2h).
+  const double h = 12288, l = 96, s = 2048, V = 50257;
+  const double megatron = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+  const double p = parameter_count(gpt(12288, 96, 96, 2048, 50257));
+  INFO("GPT-3 175B: expected " << (megatron + 2 * h) / 1e9 << " B, graph " << p / 1e9 << " B");
+  CHECK(p == Approx(megatron + 2 * h).epsilon(1e-12));
+  CHECK(p / 1e9 == Approx(174.6).epsilon(5e-4));
+}
+
+TEST_CASE("Llama parameters match the published checkpoints", "[graph]") {
+  // Llama-2-7B and Llama-2-70B as counted by their released checkpoints.
+  CHECK(parameter_count(llama(4096, 32, 32, 32, 11008, 32000)) == 6738415616.0);
+  CHECK(parameter_count(llama(8192, 80, 64, 8, 28672, 32000)) == 68976648192.0);
+}
+
+TEST_CASE("ResNet parameters match torchvision", "[graph]") {
+  CHECK(parameter_count(wresnet(50, 64, 1)) == 25557032.0);   // resnet50
+  CHECK(parameter_count(wresnet(50, 64, 2)) == 68883240.0);   // wide_resnet50_2
+  CHECK(parameter_count(wresnet(101, 64, 2)) == 126886696.0); // wide_resnet101_2
+}
+
+TEST_CASE("MoE parameters: experts replace every other MLP", "[graph]") {
+  ModelSpec m = gpt(768, 8, 16, 1024, 32000);
+  m.family = ModelFamily::moe;
+  m.experts = 8;
+  m.top_k = 2;
+  m.moe_every = 2;
+  m.tie_embeddings = true;
+  const double h = 768, f = 3072, E = 8;
+  const double attention = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h;  // ln1, qkv, out, ln2
+  const double dense = attention + (h * f + f) + (f * h + h);
+  const double moe = attention + h * E + E * ((h * f + f) + (f * h + h));
+  const double expected = 4 * dense + 4 * moe + 32000 * h + 1024 * h + 2 * h;
+  CHECK(parameter_count(m) == Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("GPT layer saves 34 s b h + 5 a s^2 b bytes (Korthikanti et al. 2022)", "[graph]") {
+  ModelSpec m = gpt(4096, 4, 32, 2048, 51200);
+  m.attention = AttentionImpl::standard;
+  m.dropout = 0.1;
+  const std::int64_t b = 2;
+  const ModelGraph g = build_model_graph(m, b, 2);
+  const double s = 2048, h = 4096, a = 32;
+  const double expected = 34 * s * b * h + 5 * a * s * s * b;
+  const double saved = g.blocks[static_cast<std::size_t>(g.layers[0])].saved_bytes();
+  INFO("expected " << expected << " bytes, graph " << saved);
+  CHECK(saved == Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("forward FLOPs match 24 b s h^2 l (1 + s/6h) + 2 b s h V", "[graph]") {
+  ModelSpec m = gpt(2304, 24, 24, 2048, 51200);
+  m.attention = AttentionImpl::standard;
+  const ModelGraph g = build_model_graph(m, 4, 2);
+  const double b = 4, s = 2048, h = 2304, l = 24, V = 51200;
+  const double expected = 24 * b * s * h * h * l * (1 + s / (6 * h)) + 2 * b * s * h * V;
+  CHECK(g.fwd_flops() == Approx(expected).epsilon(1e-12));
+  // Flash attention is counted the same way (the causal half it skips is a time effect).
+  m.attention = AttentionImpl::flash;
+  CHECK(build_model_graph(m, 4, 2).fwd_flops() == Approx(expected).epsilon(1e-12));
+}
+
+TEST_CASE("identical layers are stored once", "[graph]") {
+  const ModelGraph g = build_model_graph(gpt(1024, 24, 16, 1024, 51200), 1, 2);
+  CHECK(g.layers.size() == 24);
+  CHECK(g.blocks.size() == 3);  // embedding, layer, head
+  const ModelGraph r = build_model_graph(wresnet(50, 64, 1), 1, 2);
+  CHECK(r.layers.size() == 16);  // 3 + 4 + 6 + 3 bottlenecks
+}

@@ -1,0 +1,46 @@
+// DESIGN.md's layering, checked on the sources: only sim/ includes SimGrid, only
+// results/ includes SQLite, and no layer includes one above it.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+namespace fs = std::filesystem;
+
+TEST_CASE("layers include only what DESIGN.md allows", "[layering]") {
+  const fs::path root = CLUSTERSIM_SOURCE_DIR;
+  // Which project folders each layer may include.
+  const std::map<std::string, std::set<std::string>> allowed{
+      {"scenarios", {"scenarios"}},
+      {"costmodel", {"scenarios", "costmodel"}},
+      {"strategies", {"scenarios", "costmodel", "strategies"}},
+      {"sim", {"scenarios", "costmodel", "strategies", "sim"}},
+      {"results", {"scenarios", "results"}},
+  };
+  const std::regex include_re(R"(^\s*#\s*include\s*[<"]([^>"]+)[>"])");
+  int files = 0;
+  for (const auto& [layer, ok] : allowed) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / layer)) {
+      const auto ext = entry.path().extension();
+      if (ext != ".cpp" && ext != ".hpp") continue;
+      ++files;
+      std::ifstream in(entry.path());
+      std::string line;
+      while (std::getline(in, line)) {
+        std::smatch m;
+        if (!std::regex_search(line, m, include_re)) continue;
+        const std::string inc = m[1];
+        INFO(entry.path().string() << ": " << line);
+        if (inc.rfind("simgrid/", 0) == 0 || inc.rfind("xbt/", 0) == 0) CHECK(layer == "sim");
+        if (inc == "sqlite3.h") CHECK(layer == "results");
+        const auto slash = inc.find('/');
+        if (slash == std::string::npos) continue;
+        const std::string top = inc.substr(0, slash);
+        if (allowed.count(top) || top == "cli") CHECK(ok.count(top) == 1);
+      }
+    }
+  }
+  CHECK(files > 10);
+}

@@ -1,0 +1,143 @@
+// Scenario validation: every problem reported at once, each with file, JSON path, the
+// bad value and what is allowed; unknown keys get the nearest valid key.
+#include <catch2/catch.hpp>
+
+#include "scenarios/json_reader.hpp"
+#include "scenarios/scenario.hpp"
+
+using namespace clustersim;
+using nlohmann::json;
+
+namespace {
+
+json base_doc() { return parse_json_text(default_scenario_text(), "<test>"); }
+
+std::vector<Problem> problems_of(const json& doc) {
+  Diagnostics diag("x.json");
+  parse_scenario(doc, diag);
+  return diag.problems();
+}
+
+bool has_problem(const std::vector<Problem>& ps, const std::string& path, const std::string& fragment) {
+  for (const auto& p : ps)
+    if (p.path == path && p.message.find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+std::string dump(const std::vector<Problem>& ps) {
+  std::string s;
+  for (const auto& p : ps) s += p.to_string() + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the built-in default scenario is valid", "[scenario]") {
+  const Scenario s = default_scenario();
+  CHECK(s.model.family == ModelFamily::gpt);
+  CHECK(s.model.ffn_hidden == 4 * s.model.hidden);  // gpt default
+  CHECK(s.plan.dp * s.plan.tp * s.plan.pp == s.cluster.total_gpus());
+  REQUIRE(s.cluster.intra_node.bandwidth);
+  CHECK(*s.cluster.intra_node.bandwidth == Approx(300e9));
+  REQUIRE(s.cluster.inter_node);
+  CHECK(s.cluster.inter_node->nic_bandwidth == Approx(25e9));  // 200 Gb/s
+}
+
+TEST_CASE("bad values name file, path, value and what is allowed", "[scenario]") {
+  json doc = base_doc();
+  doc["cluster"]["nodes"] = -2;
+  doc["cluster"]["intra_node"]["bandwidth"] = 450;
+  doc["training"]["precision"] = "bf16";
+  doc["plan"]["schedule"] = "1f1bb";
+  const auto ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(has_problem(ps, "/cluster/nodes", "expected an integer in [1, 1048576], got -2"));
+  CHECK(has_problem(ps, "/cluster/intra_node/bandwidth", "no unit"));
+  CHECK(has_problem(ps, "/training/precision", "got \"bf16\""));
+  CHECK(has_problem(ps, "/plan/schedule", "did you mean \"1f1b\""));
+  CHECK(ps.size() == 4);
+  CHECK(ps[0].to_string().rfind("x.json: /", 0) == 0);
+}
+
+TEST_CASE("unknown keys suggest the nearest valid key", "[scenario]") {
+  json doc = base_doc();
+  doc["model"]["hiden"] = 1024;
+  doc["cluster"]["gpus_per_nod"] = 8;
+  doc["plan"]["frobnicate"] = true;
+  const auto ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(has_problem(ps, "/model/hiden", "did you mean \"hidden\""));
+  CHECK(has_problem(ps, "/cluster/gpus_per_nod", "did you mean \"gpus_per_node\""));
+  CHECK(has_problem(ps, "/plan/frobnicate", "valid keys here"));
+}
+
+TEST_CASE("cross-field rules: the plan must tile the cluster and the batch must split", "[scenario]") {
+  json doc = base_doc();
+  doc["plan"]["dp"] = 3;
+  auto ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(has_problem(ps, "/plan", "must equal the cluster's GPUs"));
+
+  doc = base_doc();
+  doc["plan"]["tp"] = 4;  // 16 heads fine, dp*tp = 32 != 16
+  doc["plan"]["dp"] = 4;
+  doc["training"]["global_batch"] = 520;  // divisible by micro_batch 4, not by 4*4
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/training/global_batch", "divisible by dp*micro_batch"));
+
+  doc = base_doc();
+  doc["plan"]["schedule"] = "interleaved";
+  doc["plan"]["virtual_stages"] = 1;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/virtual_stages", "needs virtual_stages >= 2"));
+  CHECK(has_problem(ps, "/plan/schedule", "needs pp >= 2"));
+
+  doc = base_doc();
+  doc["plan"]["tp"] = 3;
+  doc["plan"]["dp"] = 1;
+  doc["cluster"]["nodes"] = 1;
+  doc["cluster"]["gpus_per_node"] = 3;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/tp", "heads (16) must be divisible by tp (3)"));
+}
+
+TEST_CASE("multi-node clusters need an inter_node section", "[scenario]") {
+  json doc = base_doc();
+  doc["cluster"].erase("inter_node");
+  const auto ps = problems_of(doc);
+  CHECK(has_problem(ps, "/cluster/inter_node", "required when nodes > 1"));
+}
+
+TEST_CASE("invalid JSON reports line and column", "[scenario]") {
+  try {
+    parse_json_text("{\n  \"name\": 1,\n  oops\n}", "broken.json");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::StartsWith("broken.json: /: invalid JSON at line 3"));
+  }
+}
+
+TEST_CASE("canonical JSON parses back to the same scenario", "[scenario]") {
+  const Scenario s = default_scenario();
+  const json canon = to_json(s);
+  Diagnostics diag("canon");
+  const Scenario again = parse_scenario(canon, diag);
+  INFO(dump(diag.problems()));
+  REQUIRE(diag.ok());
+  CHECK(to_json(again).dump() == canon.dump());
+}
+
+TEST_CASE("family-specific defaults and keys", "[scenario]") {
+  json doc = base_doc();
+  doc["model"] = {{"family", "llama"}, {"hidden", 4096}, {"layers", 32}, {"heads", 32}, {"seq_len", 4096}, {"vocab", 32000}};
+  Diagnostics diag("llama");
+  const Scenario s = parse_scenario(doc, diag);
+  INFO(dump(diag.problems()));
+  REQUIRE(diag.ok());
+  CHECK(s.model.ffn_hidden == 11008);  // Llama: 2/3 * 4h rounded up to 256
+  CHECK_FALSE(s.model.tie_embeddings);
+
+  doc["model"]["experts"] = 8;
+  const auto ps = problems_of(doc);
+  CHECK(has_problem(ps, "/model/experts", "only the moe family"));
+}
