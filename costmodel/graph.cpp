@@ -54,6 +54,9 @@ struct Dims {
   i64 B, S, H, A, KV, D, F, V;
   double e;      // activation element size
   double p;      // dropout probability
+  double r;      // residual-stream element size
+  bool casts;    // autocast cast kernels
+  bool eager;    // unfused kernels
   i64 T() const { return B * S; }
   double TH() const { return double(B) * S * H; }
 };
@@ -61,13 +64,56 @@ struct Dims {
 // Residual add, with Megatron's fused bias-dropout-add when dropout is on. Under
 // sequence parallelism it runs on the sequence shard.
 Op residual(const std::string& name, const Dims& d) {
+  if (d.eager) {
+    // x (residual dtype) + branch (activation dtype) -> residual dtype. Backward casts
+    // the gradient for the branch and adds the two gradients flowing into x.
+    const double fwd = d.TH() * (2 * d.r + d.e);
+    const double bwd = d.TH() * ((d.casts ? d.r + d.e : 0.0) + 3 * d.r);
+    Op op = memory_op(name + "-residual-add", Split::seq, fwd, bwd, 0);
+    if (d.p > 0) {
+      op.fwd_bytes += d.TH() * (2 * d.e + 1);
+      op.bwd_bytes += d.TH() * (2 * d.e + 1);
+      op.saved_bytes = d.TH();
+      op.kernels = 2;
+    }
+    return op;
+  }
   if (d.p > 0) return memory_op(name + "-bias-dropout-add", Split::seq, d.TH() * (3 * d.e + 1), d.TH() * (2 * d.e + 1), d.TH());
   return memory_op(name + "-residual-add", Split::seq, 3 * d.TH() * d.e, 0, 0);
 }
 
-Op norm(const std::string& name, const Dims& d, bool rms) {
-  // Reads x, writes y (fp32 statistics are negligible); backward reads x and dy, writes dx.
-  return memory_op(name, Split::seq, 2 * d.TH() * d.e, 3 * d.TH() * d.e, d.TH() * d.e, rms ? d.H : 2.0 * d.H);
+// Norm over the residual stream; under autocast it runs in fp32 and a cast kernel makes
+// the 16-bit copy the next matmul reads (and casts its gradient back).
+void norm(std::vector<Op>& ops, const std::string& name, const Dims& d, bool rms) {
+  // Reads x, writes y (statistics are negligible); backward reads x and dy, writes dx,
+  // and reduces the weight gradients.
+  ops.push_back(memory_op(name, Split::seq, 2 * d.TH() * d.r, 3 * d.TH() * d.r, d.TH() * d.r, rms ? d.H : 2.0 * d.H));
+  if (d.eager) ops.back().kernels = 2;  // eager backward: input grad and gamma/beta grad kernels
+  if (d.casts) ops.push_back(memory_op(name + "-cast", Split::seq, d.TH() * (d.r + d.e), d.TH() * (d.r + d.e), 0));
+}
+
+// Eager PyTorch reduces each bias gradient with its own kernel over the tokens.
+void bias_grad(std::vector<Op>& ops, const std::string& name, const Dims& d, i64 n, Split split) {
+  if (!d.eager) return;
+  Op op = memory_op(name + "-bias-grad", split, 0, double(d.T()) * n * d.e, 0);
+  ops.push_back(op);
+}
+
+// Autocast casts every fp32 weight to 16 bits each forward and the 16-bit weight
+// gradient back to fp32 in backward.
+void weight_casts(Block& b, const Dims& d) {
+  if (!d.casts) return;
+  double weights = 0;
+  int tensors = 0;
+  for (const auto& op : b.ops)
+    if (op.kind == OpKind::matmul && op.weight) {
+      weights += op.params;
+      ++tensors;
+    }
+  if (tensors == 0) return;
+  Op op = memory_op("autocast-weight-casts", Split::column, weights * (4 + d.e), weights * (d.e + 4), 0);
+  op.kernels = tensors;
+  b.ops.push_back(op);
 }
 
 void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool llama) {
@@ -75,14 +121,25 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
   const double kv_bytes = double(d.T()) * d.KV * d.D * d.e;  // one of K or V
   const i64 n_qkv = d.H + 2 * d.KV * d.D;
   const bool bias = !llama;
-  ops.push_back(norm(llama ? "attn-rmsnorm" : "attn-layernorm", d, llama));
+  norm(ops, llama ? "attn-rmsnorm" : "attn-layernorm", d, llama);
   ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.e));
   ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
   // The saved input of a column-parallel matmul is the replicated activation: it is
   // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
   ops.push_back(memory_op("qkv-input-saved", Split::seq, 0, 0, d.TH() * d.e));
   ops.back().kernels = 0;
-  if (llama) ops.push_back(memory_op("rotary", Split::heads, 2 * (q_bytes + kv_bytes), 2 * (q_bytes + kv_bytes), 0));
+  if (bias) bias_grad(ops, "qkv", d, n_qkv, Split::column);
+  if (llama) {
+    if (d.eager) {
+      // rotate-half written out: 4 multiplies, a subtract, an add and a cat per tensor,
+      // each pass over half or all of q (or k): about 9 tensor-sized passes forward.
+      Op rope = memory_op("rotary", Split::heads, 9 * (q_bytes + kv_bytes), 12 * (q_bytes + kv_bytes), 2 * (q_bytes + kv_bytes));
+      rope.kernels = 14;
+      ops.push_back(rope);
+    } else {
+      ops.push_back(memory_op("rotary", Split::heads, 2 * (q_bytes + kv_bytes), 2 * (q_bytes + kv_bytes), 0));
+    }
+  }
 
   if (m.attention == AttentionImpl::flash) {
     Op fa;
@@ -99,6 +156,13 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     // Q, K, V, the output and the fp32 log-sum-exp per row.
     fa.saved_bytes = 2 * q_bytes + 2 * kv_bytes + double(d.B) * d.A * d.S * 4;
     ops.push_back(fa);
+    if (d.eager) {
+      // The output's [b, h, s, d] -> [b, s, h*d] copy, its gradient's, and the
+      // concatenation of dq, dk, dv into the fused QKV gradient.
+      Op layout = memory_op("attn-layout-copies", Split::heads, 2 * q_bytes, 2 * q_bytes + 2 * (q_bytes + 2 * kv_bytes), 0);
+      layout.kernels = 2;
+      ops.push_back(layout);
+    }
   } else {
     const double probs = double(d.B) * d.A * d.S * d.S;  // elements of the score matrix
     // Q, K and V are kept even under selective recompute (they are what it restarts
@@ -123,26 +187,37 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
   }
   ops.push_back(matmul("attn-out", 1, d.T(), d.H, d.H, true, Split::row, double(d.H) * d.H + (bias ? d.H : 0),
                        d.TH() * d.e));
+  if (bias) bias_grad(ops, "attn-out", d, d.H, Split::seq);
   ops.push_back(comm("attn-g", OpKind::tp_exit, d.TH() * d.e));
   ops.push_back(residual("attn", d));
 }
 
 void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
   const double ff = double(d.T()) * d.F;  // elements of the hidden activation
-  ops.push_back(norm(llama ? "mlp-rmsnorm" : "mlp-layernorm", d, llama));
+  norm(ops, llama ? "mlp-rmsnorm" : "mlp-layernorm", d, llama);
   ops.push_back(comm("mlp-f", OpKind::tp_enter, d.TH() * d.e));
   if (llama) {
     ops.push_back(matmul("gate-up", 1, d.T(), 2 * d.F, d.H, true, Split::column, 2.0 * d.H * d.F, 0));
     ops.push_back(memory_op("mlp-input-saved", Split::seq, 0, 0, d.TH() * d.e));
     ops.back().kernels = 0;
-    ops.push_back(memory_op("swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e));
+    if (d.eager) {
+      // silu(gate) then * up as two kernels; backward: the product's two gradients and
+      // silu's. Saves gate, up and silu(gate).
+      Op act = memory_op("silu-mul", Split::column, 5 * ff * d.e, 8 * ff * d.e, 3 * ff * d.e);
+      act.kernels = 2;
+      ops.push_back(act);
+    } else {
+      ops.push_back(memory_op("swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e));
+    }
     ops.push_back(matmul("down", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H, ff * d.e));
   } else {
     ops.push_back(matmul("fc1", 1, d.T(), d.F, d.H, true, Split::column, double(d.H) * d.F + d.F, 0));
     ops.push_back(memory_op("mlp-input-saved", Split::seq, 0, 0, d.TH() * d.e));
     ops.back().kernels = 0;
-    ops.push_back(memory_op("bias-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e));
+    bias_grad(ops, "fc1", d, d.F, Split::column);
+    ops.push_back(memory_op(d.eager ? "gelu" : "bias-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e));
     ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.e));
+    bias_grad(ops, "fc2", d, d.H, Split::seq);
   }
   ops.push_back(comm("mlp-g", OpKind::tp_exit, d.TH() * d.e));
   ops.push_back(residual("mlp", d));
@@ -154,7 +229,7 @@ void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
   const i64 C = static_cast<i64>(std::ceil(m.capacity_factor * double(d.T()) * m.top_k / double(E)));
   const double buffer = double(E) * C * d.H * d.e;  // dispatched token buffer
   const double ff = double(E) * C * d.F;
-  ops.push_back(norm("moe-layernorm", d, false));
+  norm(ops, "moe-layernorm", d, false);
   ops.push_back(matmul("router", 1, d.T(), E, d.H, true, Split::none, double(d.H) * E, d.TH() * d.e));
   ops.push_back(memory_op("router-softmax-topk", Split::none, 2.0 * d.T() * E * 4, 2.0 * d.T() * E * 4,
                           double(d.T()) * E * 4));
@@ -177,9 +252,11 @@ void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
   ops.push_back(residual("moe", d));
 }
 
-ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, double e) {
+ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphStyle& style) {
   const bool llama = m.family == ModelFamily::llama;
-  Dims d{micro_batch, m.seq_len, m.hidden, m.heads, m.kv_heads, m.head_dim(), m.ffn_hidden, m.vocab, e, m.dropout};
+  const double e = style.activation_bytes;
+  Dims d{micro_batch, m.seq_len,   m.hidden,         m.heads,     m.kv_heads,
+         m.head_dim(), m.ffn_hidden, m.vocab, e, m.dropout, style.residual_bytes, style.autocast_casts, style.eager};
   ModelGraph g;
   g.micro_batch = micro_batch;
   g.tokens_per_sample = m.seq_len;
@@ -193,11 +270,11 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, double e) {
   lookup.kind = OpKind::embedding;
   lookup.split = Split::column;
   lookup.params = double(d.V) * d.H;
-  lookup.fwd_bytes = 2 * d.TH() * d.e;
-  lookup.bwd_bytes = 2 * d.TH() * d.e;
+  lookup.fwd_bytes = 2 * d.TH() * d.r;
+  lookup.bwd_bytes = 2 * d.TH() * d.r;
   emb.ops.push_back(lookup);
   emb.ops.push_back(comm("embedding-g", OpKind::tp_exit, d.TH() * d.e));
-  if (!llama) emb.ops.push_back(memory_op("position-embedding-add", Split::seq, 3 * d.TH() * d.e, d.TH() * d.e, 0,
+  if (!llama) emb.ops.push_back(memory_op("position-embedding-add", Split::seq, 3 * d.TH() * d.r, d.TH() * d.r, 0,
                                           double(d.S) * d.H));
   if (d.p > 0) emb.ops.push_back(memory_op("embedding-dropout", Split::seq, d.TH() * (2 * d.e + 1), d.TH() * (2 * d.e + 1), d.TH()));
   emb.output_bytes = d.TH() * d.e;
@@ -210,16 +287,28 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, double e) {
 
   Block head;
   head.name = "head";
-  head.ops.push_back(norm(llama ? "final-rmsnorm" : "final-layernorm", d, llama));
+  norm(head.ops, llama ? "final-rmsnorm" : "final-layernorm", d, llama);
   head.ops.push_back(comm("logits-f", OpKind::tp_enter, d.TH() * d.e));
   const double logits = double(d.T()) * d.V;
   head.ops.push_back(matmul("logits", 1, d.T(), d.V, d.H, true, Split::column, double(d.V) * d.H, 0));
   head.ops.push_back(memory_op("logits-input-saved", Split::seq, 0, 0, d.TH() * d.e));
   head.ops.back().kernels = 0;
-  // Vocab-parallel cross entropy in fp32: read logits, write and keep fp32 softmax.
-  head.ops.push_back(memory_op("cross-entropy", Split::column, logits * (d.e + 8), logits * (4 + d.e), logits * 4));
-  head.ops.back().kernels = 4;
+  if (d.eager) {
+    // PyTorch's log_softmax reads and writes the logits' dtype (fp32 accumulation). While
+    // its backward runs, the caller still holds the logits, and nll_loss's dense
+    // gradient and log_softmax's input gradient exist next to the saved output.
+    head.ops.push_back(memory_op("cross-entropy", Split::column, 2 * logits * d.e, 3 * logits * d.e, logits * d.e));
+    head.transient_bytes = 3 * logits * d.e;
+  } else {
+    head.transient_bytes = logits * 4;  // the fp32 gradient of the logits
+    // Megatron's vocab-parallel cross entropy in fp32: read logits, write and keep the
+    // fp32 softmax.
+    head.ops.push_back(memory_op("cross-entropy", Split::column, logits * (d.e + 8), logits * (4 + d.e), logits * 4));
+    head.ops.back().kernels = 4;
+  }
 
+  weight_casts(dense, d);
+  weight_casts(head, d);
   g.blocks = {emb, dense, head};
   g.pre = {0};
   g.post = {2};
@@ -229,6 +318,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, double e) {
     attention_ops(moe.ops, m, d, false);
     moe_mlp_ops(moe.ops, m, d);
     moe.output_bytes = d.TH() * d.e;
+    weight_casts(moe, d);
     g.blocks.push_back(moe);
     for (i64 l = 0; l < m.layers; ++l) g.layers.push_back(((l + 1) % m.moe_every == 0) ? 3 : 1);
   } else {
@@ -368,9 +458,24 @@ double ModelGraph::fwd_flops() const {
   return f;
 }
 
+GraphStyle graph_style(Precision p) {
+  switch (p) {
+    case Precision::fp32: return {4, 4, false, true};
+    case Precision::amp_bf16:
+    case Precision::amp_fp16: return {2, 4, true, true};
+    case Precision::mixed_bf16:
+    case Precision::mixed_fp16: return {2, 2, false, false};
+  }
+  return {};
+}
+
+ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, const GraphStyle& style) {
+  if (m.family == ModelFamily::wresnet) return wresnet_graph(m, micro_batch, style.activation_bytes);
+  return transformer_graph(m, micro_batch, style);
+}
+
 ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, double activation_bytes) {
-  if (m.family == ModelFamily::wresnet) return wresnet_graph(m, micro_batch, activation_bytes);
-  return transformer_graph(m, micro_batch, activation_bytes);
+  return build_model_graph(m, micro_batch, GraphStyle{activation_bytes, activation_bytes, false, false});
 }
 
 double parameter_count(const ModelSpec& m) { return build_model_graph(m, 1, 2).params(); }

@@ -64,6 +64,9 @@ struct Block {
   double saved_bytes() const;
   // Bytes of the tensor leaving this block (pipeline send size), per micro-batch.
   double output_bytes = 0;
+  // Extra bytes alive only while this block runs backward (before any sharding; split
+  // over TP like a column-parallel output), e.g. the loss's gradient buffers.
+  double transient_bytes = 0;
 };
 
 struct ModelGraph {
@@ -82,8 +85,24 @@ struct ModelGraph {
   double model_flops() const { return 3.0 * fwd_flops(); }  // forward + backward, per micro-batch
 };
 
-// Builds the graph of one micro-batch of `micro_batch` samples. `activation_bytes` is
-// the element size of stored activations (2 for 16-bit training, 4 for fp32).
+// Which kernels a training implementation launches. Megatron (mixed-* precisions) fuses
+// bias + GeLU, bias + dropout + residual, RoPE, and keeps 16-bit activations end to end.
+// Eager PyTorch under autocast (amp-*) keeps the residual stream and LayerNorm in fp32,
+// casts each weight and each matmul input to 16 bits every forward (and the gradients
+// back), reduces bias gradients separately, and runs RoPE, SwiGLU and attention layout
+// changes as separate kernels; plain fp32 training is eager without the casts.
+// (calibration/data/h100-sxm5-80gb/kernel-profile-*.json shows these kernels.)
+struct GraphStyle {
+  double activation_bytes = 2;  // element size of matmul inputs/outputs and most activations
+  double residual_bytes = 2;    // element size of the residual stream and norms
+  bool autocast_casts = false;  // cast kernels for weights and matmul inputs
+  bool eager = false;           // unfused elementwise kernels and layout copies
+};
+GraphStyle graph_style(Precision p);
+
+// Builds the graph of one micro-batch of `micro_batch` samples.
+ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, const GraphStyle& style);
+// Megatron's fused style with activations of `activation_bytes` each.
 ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, double activation_bytes);
 
 // Parameter count of the model from the graph (tied weights counted once).

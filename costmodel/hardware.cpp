@@ -1,6 +1,7 @@
 // Profile loading: strict parse (unknown keys, units) of the embedded and user files.
 #include "costmodel/hardware.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -94,6 +95,64 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     e.collective_nvlink = er.number("collective_nvlink", 0.01, 1.0).value_or(e.collective_nvlink);
     e.collective_network = er.number("collective_network", 0.01, 1.0).value_or(e.collective_network);
   }
+  if (const auto* cal = r.object("calibration", false)) {
+    ObjectReader cr(*cal, "/calibration", diag, {"source", "provenance", "gemm", "attention"});
+    if (const auto* att = cr.object("attention", false)) {
+      ObjectReader ar(*att, "/calibration/attention", diag,
+                      {"source", "forward_max", "forward_s_half", "backward_max", "backward_s_half", "points"});
+      auto& a = p.calibration.attention;
+      a.source = ar.string("source").value_or("");
+      a.forward_max = ar.number("forward_max", 0.001, 1.0).value_or(0);
+      a.forward_s_half = ar.number("forward_s_half", 0.0, 1e9).value_or(0);
+      a.backward_max = ar.number("backward_max", 0.001, 1.0).value_or(0);
+      a.backward_s_half = ar.number("backward_s_half", 0.0, 1e9).value_or(0);
+      const auto* pts = ar.get("points");
+      if (!pts || !pts->is_array()) diag.error("/calibration/attention/points", "expected an array of [batch*heads, seq, head_dim, fwd ratio, bwd ratio]");
+      else
+        for (std::size_t i = 0; i < pts->size(); ++i) {
+          const auto& q = (*pts)[i];
+          bool ok = q.is_array() && q.size() == 5;
+          for (std::size_t j = 0; ok && j < 5; ++j) ok = q[j].is_number() && q[j].get<double>() > 0;
+          if (!ok) {
+            diag.error(json_path("/calibration/attention/points", i), fmt::format("expected five positive numbers, got {}", describe(q)));
+            continue;
+          }
+          a.points.push_back({std::log2(q[0].get<double>()), std::log2(q[1].get<double>()), std::log2(q[2].get<double>()),
+                              std::log(q[3].get<double>()), std::log(q[4].get<double>())});
+        }
+    }
+    p.calibration.source = cr.string("source").value_or("");
+    if (const auto* prov = cr.get("provenance")) p.calibration.provenance = *prov;
+    if (const auto* gemm = cr.object("gemm", false)) {
+      ObjectReader gr(*gemm, "/calibration/gemm", diag, {"fp32", "tf32", "fp16", "bf16", "fp8"});
+      for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8}) {
+        const std::string key(to_string(t));
+        const auto* g = gr.object(key, false);
+        if (!g) continue;
+        const std::string base = "/calibration/gemm/" + key;
+        ObjectReader dr(*g, base, diag, {"gemm_max", "k_half", "points"});
+        auto& c = p.calibration.gemm[static_cast<std::size_t>(t)];
+        c.gemm_max = dr.number("gemm_max", 0.01, 1.0).value_or(0);
+        c.k_half = dr.number("k_half", 0.0, 1e6).value_or(0);
+        const auto* pts = dr.get("points");
+        if (!pts || !pts->is_array()) {
+          diag.error(base + "/points", "expected an array of [batch, m, n, k, time ratio]");
+          continue;
+        }
+        for (std::size_t i = 0; i < pts->size(); ++i) {
+          const auto& q = (*pts)[i];
+          bool ok = q.is_array() && q.size() == 5;
+          for (std::size_t j = 0; ok && j < 5; ++j) ok = q[j].is_number() && q[j].get<double>() > 0;
+          if (!ok) {
+            diag.error(json_path(base + "/points", i), fmt::format("expected [batch, m, n, k, ratio] of positive numbers, got {}", describe(q)));
+            continue;
+          }
+          c.points.push_back({std::log2(q[0].get<double>()), std::log2(q[1].get<double>()), std::log2(q[2].get<double>()),
+                              std::log2(q[3].get<double>()), std::log(q[4].get<double>())});
+        }
+      }
+    }
+  }
   if (const auto* src = r.get("sources")) {
     if (!src->is_array()) diag.error("/sources", "expected an array of strings");
     else
@@ -105,6 +164,59 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     diag.error("/sources", "required key is missing: every profile says where its numbers come from");
   }
   return p;
+}
+
+nlohmann::json to_json(const GpuProfile& p) {
+  using nlohmann::json;
+  auto q = [](double v, const char* unit) { return fmt::format("{:.17g}{}", v, unit); };
+  json peak{{"fp32", q(p.peak_fp32, "FLOPs")}, {"fp16", q(p.peak_fp16, "FLOPs")}};
+  if (p.peak_fp64 > 0) peak["fp64"] = q(p.peak_fp64, "FLOPs");
+  if (p.peak_tf32 > 0) peak["tf32"] = q(p.peak_tf32, "FLOPs");
+  if (p.peak_bf16 > 0) peak["bf16"] = q(p.peak_bf16, "FLOPs");
+  if (p.peak_fp8 > 0) peak["fp8"] = q(p.peak_fp8, "FLOPs");
+  const auto& e = p.efficiency;
+  json doc{{"name", p.name},
+           {"display_name", p.display_name},
+           {"status", p.status},
+           {"sms", p.sms},
+           {"l2", q(p.l2, "B")},
+           {"peak", peak},
+           {"memory", {{"capacity", q(p.memory_capacity, "B")}, {"bandwidth", q(p.memory_bandwidth, "Bps")},
+                       {"reserved", q(p.memory_reserved, "B")}}},
+           {"nvlink", {{"bandwidth", q(p.nvlink_bandwidth, "Bps")}, {"latency", q(p.nvlink_latency, "s")}}},
+           {"pcie", {{"bandwidth", q(p.pcie_bandwidth, "Bps")}}},
+           {"efficiency",
+            {{"gemm_max", e.gemm_max}, {"gemm_k_half", e.gemm_k_half}, {"attention", e.attention}, {"memory", e.memory},
+             {"memory_half_size", q(e.memory_half_size, "B")}, {"kernel_overhead", q(e.kernel_overhead, "s")},
+             {"collective_nvlink", e.collective_nvlink}, {"collective_network", e.collective_network}}},
+           {"sources", p.sources}};
+  if (p.calibration.present()) {
+    json gemm = json::object();
+    for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8}) {
+      const auto& c = p.calibration.gemm[static_cast<std::size_t>(t)];
+      if (!c.calibrated()) continue;
+      json pts = json::array();
+      for (const auto& pt : c.points)
+        pts.push_back({std::round(std::exp2(pt.log_batch)), std::round(std::exp2(pt.log_m)), std::round(std::exp2(pt.log_n)),
+                       std::round(std::exp2(pt.log_k)), std::exp(pt.log_ratio)});
+      gemm[std::string(to_string(t))] = {{"gemm_max", c.gemm_max}, {"k_half", c.k_half}, {"points", pts}};
+    }
+    doc["calibration"] = {{"source", p.calibration.source}, {"provenance", p.calibration.provenance}, {"gemm", gemm}};
+    const auto& a = p.calibration.attention;
+    if (a.calibrated()) {
+      json pts = json::array();
+      for (const auto& pt : a.points)
+        pts.push_back({std::round(std::exp2(pt.log_bh)), std::round(std::exp2(pt.log_s)), std::round(std::exp2(pt.log_d)),
+                       std::exp(pt.log_ratio_fwd), std::exp(pt.log_ratio_bwd)});
+      doc["calibration"]["attention"] = {{"source", a.source},
+                                         {"forward_max", a.forward_max},
+                                         {"forward_s_half", a.forward_s_half},
+                                         {"backward_max", a.backward_max},
+                                         {"backward_s_half", a.backward_s_half},
+                                         {"points", pts}};
+    }
+  }
+  return doc;
 }
 
 std::vector<std::string> builtin_gpu_names() {

@@ -2,6 +2,7 @@
 // needs. Built-in profiles are data files (costmodel/profiles/*.json) compiled into
 // the binary; calibrated profiles are files of the same format.
 #pragma once
+#include <array>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -27,6 +28,41 @@ struct Efficiency {
   double collective_network = 0.9;   // NCCL bus bandwidth / NIC bandwidth
 };
 
+// Measured GEMM behaviour of one compute type: the parametric model's two fitted
+// numbers, and the measured/model time ratio at each measured shape, interpolated
+// over shapes (log space) by the kernel model.
+struct GemmCalibration {
+  double gemm_max = 0;  // 0: not calibrated for this dtype
+  double k_half = 0;
+  struct Point {
+    double log_batch, log_m, log_n, log_k;  // log2 of the shape
+    double log_ratio;                      // log(measured time / parametric time)
+  };
+  std::vector<Point> points;
+  bool calibrated() const { return gemm_max > 0; }
+};
+
+// Measured fused (flash) attention, 16-bit, causal: efficiency = max x s / (s + s_half)
+// for forward and backward, corrected by the measured ratio near (batch*heads, s, d).
+struct AttentionCalibration {
+  double forward_max = 0, forward_s_half = 0, backward_max = 0, backward_s_half = 0;
+  struct Point {
+    double log_bh, log_s, log_d;             // log2 of batch*heads, sequence, head dim
+    double log_ratio_fwd, log_ratio_bwd;     // log(measured / parametric time)
+  };
+  std::vector<Point> points;
+  std::string source;
+  bool calibrated() const { return forward_max > 0 && backward_max > 0; }
+};
+
+struct Calibration {
+  std::string source;          // the microbenchmark file the fit used
+  nlohmann::json provenance;   // GPU, driver, CUDA, date, as the benchmark recorded them
+  std::array<GemmCalibration, 5> gemm;  // indexed by DType
+  AttentionCalibration attention;
+  bool present() const { return !source.empty(); }
+};
+
 struct GpuProfile {
   std::string name;          // "a100-sxm4-80gb"
   std::string display_name;  // "NVIDIA A100-SXM4-80GB"
@@ -41,6 +77,7 @@ struct GpuProfile {
   Seconds nvlink_latency = 0;
   BytesPerSecond pcie_bandwidth = 0;  // per direction
   Efficiency efficiency;
+  Calibration calibration;
   std::vector<std::string> sources;
 
   // Peak dense rate for a compute type; 0 when the GPU has no such units.
@@ -50,6 +87,8 @@ struct GpuProfile {
 
 // Parses a profile document; problems go to `diag`.
 GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag);
+// The profile as a document parse_gpu_profile() reads back (used to save fits).
+nlohmann::json to_json(const GpuProfile& p);
 // A built-in profile by name, else a profile file path; nullopt when neither exists.
 std::optional<GpuProfile> find_gpu_profile(const std::string& name_or_path);
 std::vector<std::string> builtin_gpu_names();

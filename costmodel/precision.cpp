@@ -8,19 +8,19 @@ PrecisionRules precision_rules(Precision p, OptimizerKind opt) {
   r.optimizer_state_bytes = states;
   switch (p) {
     case Precision::fp32:
-      r = {DType::fp32, 4, 4, 4, 0, states, 0, 4};
+      r = {DType::fp32, 4, 4, 4, 0, states, 0, 4, false};
       break;
     case Precision::amp_bf16:
-      r = {DType::bf16, 2, 4, 4, 0, states, 2, 4};
+      r = {DType::bf16, 2, 4, 4, 0, states, 2, 4, false};
       break;
     case Precision::amp_fp16:
-      r = {DType::fp16, 2, 4, 4, 0, states, 2, 4};
+      r = {DType::fp16, 2, 4, 4, 0, states, 2, 4, false};
       break;
     case Precision::mixed_bf16:
-      r = {DType::bf16, 2, 2, 4, 4, states, 0, 4};
+      r = {DType::bf16, 2, 2, 4, 4, states, 0, 4, true};
       break;
     case Precision::mixed_fp16:
-      r = {DType::fp16, 2, 2, 2, 4, states, 0, 2};
+      r = {DType::fp16, 2, 2, 2, 4, states, 0, 2, true};
       break;
   }
   return r;

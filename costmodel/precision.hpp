@@ -21,6 +21,11 @@ struct PrecisionRules {
   double optimizer_state_bytes = 8;
   double autocast_copy_bytes = 0;
   double grad_comm_bytes = 4;  // element size of the gradient reduction
+  // Megatron keeps contiguous gradient buffers for the whole run; eager PyTorch
+  // allocates gradients in backward and frees them after the step (zero_grad with
+  // set_to_none, its default), so with one micro-batch they do not coexist with the
+  // activations.
+  bool persistent_grads = true;
   // Bytes read plus written per parameter by the optimizer step.
   double optimizer_step_bytes() const;
 };

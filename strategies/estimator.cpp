@@ -37,7 +37,7 @@ Estimator::Estimator(ModelSpec model, TrainingSpec training, ClusterModel cluste
 const ModelGraph& Estimator::graph(i64 micro_batch) const {
   auto it = graphs_.find(micro_batch);
   if (it == graphs_.end())
-    it = graphs_.emplace(micro_batch, build_model_graph(model_, micro_batch, rules_.activation_bytes)).first;
+    it = graphs_.emplace(micro_batch, build_model_graph(model_, micro_batch, graph_style(training_.precision))).first;
   return it->second;
 }
 
@@ -80,18 +80,19 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     c.params += o.params;
   }
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0);
+  const Bytes transient = block.transient_bytes / double(plan.tp);
   switch (rc) {
     case Recompute::none:
       c.saved = saved_all;
-      c.working = 2 * boundary;
+      c.working = 2 * boundary + transient;
       break;
     case Recompute::selective:
       c.saved = saved_all - saved_core;
-      c.working = saved_core + 2 * boundary;
+      c.working = saved_core + 2 * boundary + transient;
       break;
     case Recompute::full:
       c.saved = boundary;
-      c.working = saved_all + 2 * boundary;
+      c.working = saved_all + 2 * boundary + transient;
       break;
   }
   return c;
@@ -199,6 +200,15 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
     mem.activations = in_flight * saved;
     mem.temporary = working + P * rules_.autocast_copy_bytes +
                     (plan.zero == 3 ? 2 * largest_params * rules_.weight_bytes : 0.0);
+    if (!rules_.persistent_grads && m == 1) {
+      // Gradients are allocated in backward and freed after the step: the peak is the
+      // larger of the activation peak (no gradients yet) and the optimizer step (all
+      // gradients, no activations).
+      MemoryBreakdown activation_peak = mem, step_peak = mem;
+      activation_peak.gradients = 0;
+      step_peak.activations = step_peak.temporary = 0;
+      mem = activation_peak.total() >= step_peak.total() ? activation_peak : step_peak;
+    }
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
     const Bytes grad_bytes = P * rules_.grad_comm_bytes;

@@ -1,0 +1,318 @@
+#include "costmodel/calibration.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "costmodel/kernels.hpp"
+#include "scenarios/json_reader.hpp"
+
+namespace clustersim {
+namespace {
+
+std::optional<DType> dtype_from(const std::string& s) {
+  for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8})
+    if (to_string(t) == s) return t;
+  return std::nullopt;
+}
+
+double positive(const nlohmann::json& o, const char* key, const std::string& path, Diagnostics& diag) {
+  if (!o.contains(key) || !o.at(key).is_number() || !(o.at(key).get<double>() > 0)) {
+    diag.error(json_path(path, key), fmt::format("expected a positive number, got {}",
+                                                 o.contains(key) ? describe(o.at(key)) : "nothing"));
+    return 0;
+  }
+  return o.at(key).get<double>();
+}
+
+ErrorStats stats(std::vector<double> errors) {
+  ErrorStats s;
+  s.count = errors.size();
+  if (errors.empty()) return s;
+  std::sort(errors.begin(), errors.end());
+  const auto at = [&](double q) { return errors[std::min(errors.size() - 1, static_cast<std::size_t>(q * (errors.size() - 1) + 0.5))]; };
+  s.median = errors.size() % 2 ? errors[errors.size() / 2]
+                               : 0.5 * (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]);
+  s.p90 = at(0.9);
+  s.max = errors.back();
+  return s;
+}
+
+bool held_back(std::size_t index, int every) { return every > 0 && index % static_cast<std::size_t>(every) == static_cast<std::size_t>(every) - 1; }
+
+}  // namespace
+
+Microbenchmarks read_microbenchmarks(const std::string& file) {
+  const auto doc = read_json_file(file);
+  Diagnostics diag(file);
+  Microbenchmarks mb;
+  mb.file = file;
+  if (!doc.is_object()) throw InputError(file, "", "expected a clustersim-microbench JSON object");
+  const auto& prov = doc.value("provenance", nlohmann::json::object());
+  mb.provenance = prov;
+  mb.gpu_name = prov.value("gpu_name", "");
+  mb.sms = prov.value("sm_count", 0);
+  mb.l2 = prov.value("l2_cache_bytes", 0.0);
+  if (mb.gpu_name.empty()) diag.error("/provenance/gpu_name", "missing: the data must say which GPU it measured");
+
+  if (doc.contains("gemm") && doc["gemm"].contains("results") && doc["gemm"]["results"].is_array()) {
+    const auto& results = doc["gemm"]["results"];
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      const std::string path = json_path("/gemm/results", i);
+      const auto dtype = dtype_from(r.value("dtype", ""));
+      if (!dtype) continue;  // variants such as fp8 fast accumulation are not compute types of ours
+      GemmSample s;
+      s.dtype = *dtype;
+      s.batch = r.value("batch", 1);
+      s.m = r.value("m", 0);
+      s.n = r.value("n", 0);
+      s.k = r.value("k", 0);
+      s.time = positive(r, "time_s", path, diag);
+      if (s.batch < 1 || s.m < 1 || s.n < 1 || s.k < 1) diag.error(path, "expected positive batch, m, n, k");
+      mb.gemm.push_back(s);
+    }
+  } else {
+    diag.error("/gemm/results", "missing: no GEMM measurements");
+  }
+  if (doc.contains("membound") && doc["membound"].contains("results") && doc["membound"]["results"].is_array()) {
+    const auto& results = doc["membound"]["results"];
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      const std::string path = json_path("/membound/results", i);
+      mb.memory.push_back({r.value("kernel", ""), positive(r, "bytes", path, diag), positive(r, "time_s", path, diag)});
+    }
+  } else {
+    diag.error("/membound/results", "missing: no memory-bound kernel measurements");
+  }
+  if (doc.contains("launch") && doc["launch"].contains("async_gpu_time_per_launch"))
+    mb.launch_gap = doc["launch"]["async_gpu_time_per_launch"].value("median_s", 0.0);
+  if (!(mb.launch_gap > 0)) diag.error("/launch/async_gpu_time_per_launch/median_s", "missing: no launch overhead");
+  diag.throw_if_errors();
+  return mb;
+}
+
+void read_attention_benchmarks(const std::string& file, Microbenchmarks& into) {
+  const auto doc = read_json_file(file);
+  Diagnostics diag(file);
+  if (!doc.is_object() || doc.value("format", "") != "clustersim-sdpa-flash/1")
+    throw InputError(file, "/format", "expected \"clustersim-sdpa-flash/1\"");
+  const auto& results = doc.value("results", nlohmann::json::array());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const std::string path = json_path("/results", i);
+    AttentionSample a;
+    a.batch_heads = static_cast<std::int64_t>(positive(r, "batch", path, diag) * positive(r, "heads", path, diag));
+    a.seq = static_cast<std::int64_t>(positive(r, "seq", path, diag));
+    a.head_dim = static_cast<std::int64_t>(positive(r, "head_dim", path, diag));
+    a.forward = positive(r, "forward_s", path, diag);
+    a.backward = positive(r, "backward_s", path, diag);
+    into.attention.push_back(a);
+  }
+  if (into.attention.empty()) diag.error("/results", "no attention measurements");
+  diag.throw_if_errors();
+  into.attention_file = file;
+}
+
+GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, const FitOptions& options,
+                       FitReport* report) {
+  GpuProfile p = base;
+  if (!options.name.empty()) p.name = options.name;
+  p.status = "calibrated";
+  p.calibration = Calibration{};
+  p.calibration.source = data.file;
+  p.calibration.provenance = data.provenance;
+  if (data.sms > 0) p.sms = data.sms;
+  FitReport local;
+  FitReport& rep = report ? *report : local;
+  rep = FitReport{};
+  std::vector<double> memory_errors;
+
+  // Memory-bound kernels: t = (bytes + half) / (bw * eff), fitted by weighted least
+  // squares (relative error) on the samples larger than twice the L2.
+  {
+    const Bytes floor = std::max(2.0 * data.l2, 1.0);
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    std::vector<std::size_t> test;
+    for (std::size_t i = 0; i < data.memory.size(); ++i) {
+      const auto& s = data.memory[i];
+      if (s.bytes < floor) continue;
+      if (held_back(i, options.holdout_every)) {
+        test.push_back(i);
+        continue;
+      }
+      const double w = 1.0 / (s.time * s.time);
+      sw += w;
+      sx += w * s.bytes;
+      sy += w * s.time;
+      sxx += w * s.bytes * s.bytes;
+      sxy += w * s.bytes * s.time;
+    }
+    const double det = sw * sxx - sx * sx;
+    if (sw > 0 && det > 0) {
+      const double a = (sw * sxy - sx * sy) / det;  // seconds per byte
+      const double c = (sy - a * sx) / sw;          // fixed seconds
+      if (a > 0) {
+        p.efficiency.memory = std::min(1.0, 1.0 / (a * p.memory_bandwidth));
+        p.efficiency.memory_half_size = std::max(0.0, c / a);
+      }
+    }
+    std::vector<double> errors;
+    const KernelModel km(p);
+    for (std::size_t i : test) {
+      const auto& s = data.memory[i];
+      const double predicted = km.memory(s.bytes, 1) - p.efficiency.kernel_overhead;
+      errors.push_back(std::fabs(predicted - s.time) / s.time);
+    }
+    rep.memory_efficiency = p.efficiency.memory;
+    rep.memory_half_size = p.efficiency.memory_half_size;
+    rep.memory_held_back = stats(errors);
+    memory_errors = errors;
+  }
+  p.efficiency.kernel_overhead = data.launch_gap;
+  rep.kernel_overhead = data.launch_gap;
+
+  // GEMMs, per compute type.
+  std::vector<double> all_errors;
+  for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8}) {
+    if (p.peak(t) <= 0) continue;
+    std::vector<std::size_t> train, test;
+    for (std::size_t i = 0; i < data.gemm.size(); ++i) {
+      if (data.gemm[i].dtype != t) continue;
+      (held_back(i, options.holdout_every) ? test : train).push_back(i);
+    }
+    if (train.size() < 3) continue;
+    auto& cal = p.calibration.gemm[static_cast<std::size_t>(t)];
+    // For each k_half on a grid, the best gemm_max is the geometric mean of the
+    // predicted/measured ratio of the compute-bound time; keep the pair with the least
+    // squared log error (memory floor included).
+    const auto predict = [&](const GemmSample& s, double gemm_max, double k_half) {
+      const double flops = 2.0 * double(s.batch) * s.m * s.n * s.k;
+      const double eff = gemm_max * KernelModel::tile_utilisation(p.sms, s.batch, s.m, s.n) * double(s.k) / (double(s.k) + k_half);
+      const double bytes = (double(s.m) * s.k + double(s.k) * s.n + double(s.m) * s.n) * double(s.batch) * dtype_bytes(t);
+      return std::max(flops / (p.peak(t) * eff), bytes / (p.memory_bandwidth * p.efficiency.memory));
+    };
+    double best_loss = 1e300;
+    for (double k_half : {0.0, 8.0, 16.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 192.0, 256.0, 384.0, 512.0}) {
+      double gemm_max = 1.0;
+      for (int iter = 0; iter < 3; ++iter) {
+        double acc = 0;
+        for (std::size_t i : train) acc += std::log(predict(data.gemm[i], gemm_max, k_half) / data.gemm[i].time);
+        gemm_max = std::clamp(gemm_max * std::exp(acc / double(train.size())), 0.01, 1.0);
+      }
+      double loss = 0;
+      for (std::size_t i : train) {
+        const double r = std::log(predict(data.gemm[i], gemm_max, k_half) / data.gemm[i].time);
+        loss += r * r;
+      }
+      if (loss < best_loss) {
+        best_loss = loss;
+        cal.gemm_max = gemm_max;
+        cal.k_half = k_half;
+      }
+    }
+    for (std::size_t i : train) {
+      const auto& s = data.gemm[i];
+      cal.points.push_back({std::log2(double(s.batch)), std::log2(double(s.m)), std::log2(double(s.n)),
+                            std::log2(double(s.k)), std::log(s.time / predict(s, cal.gemm_max, cal.k_half))});
+    }
+    // Held-back error, parametric alone and with the interpolated correction.
+    const KernelModel km(p);
+    std::vector<double> param_err, err;
+    for (std::size_t i : test) {
+      const auto& s = data.gemm[i];
+      param_err.push_back(std::fabs(predict(s, cal.gemm_max, cal.k_half) - s.time) / s.time);
+      err.push_back(std::fabs(km.gemm_kernel(s.batch, s.m, s.n, s.k, t) - s.time) / s.time);
+    }
+    all_errors.insert(all_errors.end(), err.begin(), err.end());
+    rep.gemm.push_back({t, train.size(), cal.gemm_max, cal.k_half, stats(param_err), stats(err)});
+  }
+  rep.gemm_held_back = stats(all_errors);
+  std::vector<double> every = all_errors;  // grows with memory and attention errors below
+
+  // Fused attention: efficiency = max x s / (s + s_half) over causal work, forward and
+  // backward (2.5x the forward work) fitted separately, then the measured ratios.
+  if (!data.attention.empty() && p.peak(DType::bf16) > 0) {
+    auto& a = p.calibration.attention;
+    a.source = data.attention_file;
+    const double peak = p.peak(DType::bf16);
+    const auto work = [](const AttentionSample& s, bool bwd) {
+      return (bwd ? 2.5 : 1.0) * 4.0 * double(s.batch_heads) * double(s.seq) * double(s.seq) * double(s.head_dim) * 0.5;
+    };
+    const auto measured = [](const AttentionSample& s, bool bwd) { return bwd ? s.backward : s.forward; };
+    std::vector<std::size_t> train, test;
+    for (std::size_t i = 0; i < data.attention.size(); ++i) (held_back(i, options.holdout_every) ? test : train).push_back(i);
+    for (bool bwd : {false, true}) {
+      double best_loss = 1e300, best_max = 0, best_half = 0;
+      for (double half : {0.0, 64.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1536.0, 2048.0}) {
+        // Time = work (s + half) / (peak max s): the best max is a geometric mean.
+        double acc = 0;
+        for (std::size_t i : train) {
+          const auto& s = data.attention[i];
+          acc += std::log(work(s, bwd) * (double(s.seq) + half) / (peak * double(s.seq)) / measured(s, bwd));
+        }
+        const double max = std::exp(acc / double(train.size()));
+        double loss = 0;
+        for (std::size_t i : train) {
+          const auto& s = data.attention[i];
+          const double r = std::log(work(s, bwd) * (double(s.seq) + half) / (peak * max * double(s.seq)) / measured(s, bwd));
+          loss += r * r;
+        }
+        if (loss < best_loss) {
+          best_loss = loss;
+          best_max = std::min(1.0, max);
+          best_half = half;
+        }
+      }
+      (bwd ? a.backward_max : a.forward_max) = best_max;
+      (bwd ? a.backward_s_half : a.forward_s_half) = best_half;
+    }
+    const auto parametric = [&](const AttentionSample& s, bool bwd) {
+      const double max = bwd ? a.backward_max : a.forward_max, half = bwd ? a.backward_s_half : a.forward_s_half;
+      return work(s, bwd) * (double(s.seq) + half) / (peak * max * double(s.seq));
+    };
+    for (std::size_t i : train) {
+      const auto& s = data.attention[i];
+      a.points.push_back({std::log2(double(s.batch_heads)), std::log2(double(s.seq)), std::log2(double(s.head_dim)),
+                          std::log(s.forward / parametric(s, false)), std::log(s.backward / parametric(s, true))});
+    }
+    const KernelModel km(p);
+    std::vector<double> ef, eb;
+    for (std::size_t i : test) {
+      const auto& s = data.attention[i];
+      const double f = work(s, false) / (peak * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, false));
+      const double b = work(s, true) / (peak * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, true));
+      ef.push_back(std::fabs(f - s.forward) / s.forward);
+      eb.push_back(std::fabs(b - s.backward) / s.backward);
+    }
+    rep.attention_forward_held_back = stats(ef);
+    rep.attention_backward_held_back = stats(eb);
+    every.insert(every.end(), ef.begin(), ef.end());
+    every.insert(every.end(), eb.begin(), eb.end());
+    p.efficiency.attention = a.forward_max;
+  }
+  every.insert(every.end(), memory_errors.begin(), memory_errors.end());
+  rep.all_held_back = stats(every);
+  // Types without data keep the profile's defaults; bf16's fit is the headline figure.
+  const auto& bf16 = p.calibration.gemm[static_cast<std::size_t>(DType::bf16)];
+  if (bf16.calibrated()) {
+    p.efficiency.gemm_max = bf16.gemm_max;
+    p.efficiency.gemm_k_half = bf16.k_half;
+  }
+  // The driver string from /proc reads "NVRM version: ... 580.159.04 Release Build ...".
+  std::string driver = data.provenance.value("nvidia_driver", std::string("?"));
+  for (std::size_t i = 0; i + 1 < driver.size(); ++i)
+    if (std::isdigit(static_cast<unsigned char>(driver[i])) && driver.find('.', i) != std::string::npos &&
+        (i == 0 || driver[i - 1] == ' ')) {
+      driver = driver.substr(i, driver.find(' ', i) - i);
+      break;
+    }
+  p.sources.push_back(fmt::format("calibrated from {} ({}, driver {}, CUDA runtime {}, {})", data.file, data.gpu_name,
+                                  driver,
+                                  data.provenance.value("cuda_runtime_version", 0),
+                                  data.provenance.value("date_utc", std::string("?"))));
+  return p;
+}
+
+}  // namespace clustersim

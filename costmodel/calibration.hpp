@@ -1,0 +1,85 @@
+// Fitting a GPU profile to microbenchmark measurements (calibration/microbench output):
+//  - GEMM, per compute type: the parametric model's gemm_max and k_half by least squares
+//    on log time, then the measured/model ratio at every training shape, which the
+//    kernel model interpolates over shapes;
+//  - memory-bound kernels: efficiency and half-rate size from the kernels whose data
+//    exceed L2 (smaller ones measure the cache, not HBM);
+//  - kernel overhead: the back-to-back launch gap.
+// Every `holdout_every`-th sample (in file order) is held back and predicted to report
+// the fit's error on shapes it did not see.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "costmodel/hardware.hpp"
+
+namespace clustersim {
+
+struct GemmSample {
+  DType dtype = DType::bf16;
+  std::int64_t batch = 1, m = 0, n = 0, k = 0;
+  Seconds time = 0;  // GPU time of one call
+};
+
+struct MemorySample {
+  std::string kernel;
+  Bytes bytes = 0;  // read + written
+  Seconds time = 0;
+};
+
+struct AttentionSample {
+  std::int64_t batch_heads = 0, seq = 0, head_dim = 0;
+  Seconds forward = 0, backward = 0;  // causal, 16-bit
+};
+
+struct Microbenchmarks {
+  std::string file;
+  std::string gpu_name;
+  int sms = 0;
+  nlohmann::json provenance;
+  std::vector<GemmSample> gemm;
+  std::vector<MemorySample> memory;
+  Seconds launch_gap = 0;  // GPU time per back-to-back kernel launch
+  Bytes l2 = 0;
+  std::string attention_file;  // optional: fused-attention timings (profile_step.py)
+  std::vector<AttentionSample> attention;
+};
+
+// Reads a clustersim-microbench JSON file; bad content is an InputError with paths.
+Microbenchmarks read_microbenchmarks(const std::string& file);
+// Adds a clustersim-sdpa-flash JSON file (calibration/training/profile_step.py).
+void read_attention_benchmarks(const std::string& file, Microbenchmarks& into);
+
+struct ErrorStats {
+  std::size_t count = 0;
+  double median = 0, p90 = 0, max = 0;  // |predicted - measured| / measured
+};
+
+struct FitReport {
+  struct PerType {
+    DType dtype;
+    std::size_t train = 0;
+    double gemm_max = 0, k_half = 0;
+    ErrorStats parametric;  // held-back error of the parametric model alone
+    ErrorStats held_back;   // held-back error with the interpolated correction
+  };
+  std::vector<PerType> gemm;
+  ErrorStats gemm_held_back;  // all compute types together
+  double memory_efficiency = 0;
+  Bytes memory_half_size = 0;
+  ErrorStats memory_held_back;
+  Seconds kernel_overhead = 0;
+  ErrorStats attention_forward_held_back, attention_backward_held_back;
+  ErrorStats all_held_back;  // every held-back point: GEMMs, memory-bound, attention
+};
+
+struct FitOptions {
+  int holdout_every = 5;  // 0: fit on everything (no error report)
+  std::string name;       // name of the fitted profile; default: the base's
+};
+
+// A calibrated copy of `base`. The report says how well it predicts held-back samples.
+GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, const FitOptions& options,
+                       FitReport* report);
+
+}  // namespace clustersim

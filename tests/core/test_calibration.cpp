@@ -1,0 +1,66 @@
+// Calibration: the shipped H100 profile is exactly what the fit makes of the committed
+// measurements, and the fit predicts held-back measurements well.
+#include <catch2/catch.hpp>
+#include <cstdio>
+
+#include "costmodel/calibration.hpp"
+#include "costmodel/kernels.hpp"
+#include "scenarios/json_reader.hpp"
+
+using namespace clustersim;
+
+namespace {
+const std::string kData = "calibration/data/h100-sxm5-80gb/";
+Microbenchmarks h100_data() {
+  Microbenchmarks d = read_microbenchmarks(kData + "microbench-2026-11-26.json");
+  read_attention_benchmarks(kData + "sdpa-flash-2026-11-26.json", d);
+  return d;
+}
+}  // namespace
+
+TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "[calibration]") {
+  const auto base = find_gpu_profile("h100-sxm5-80gb-datasheet");
+  REQUIRE(base);
+  const GpuProfile fitted = fit_profile(*base, h100_data(), {0, "h100-sxm5-80gb"}, nullptr);
+  const auto shipped = find_gpu_profile("h100-sxm5-80gb");
+  REQUIRE(shipped);
+  CHECK(shipped->status == "calibrated");
+  // Regenerate with (one line): clustersim calibrate fit
+  //   calibration/data/h100-sxm5-80gb/microbench-2026-11-26.json
+  //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
+  //   --name h100-sxm5-80gb --holdout 0 --out costmodel/profiles/h100-sxm5-80gb.json
+  CHECK(to_json(fitted).dump() == to_json(*shipped).dump());
+}
+
+TEST_CASE("the fit predicts held-back microbenchmarks (median error <= 5%)", "[calibration]") {
+  FitReport rep;
+  const auto base = find_gpu_profile("h100-sxm5-80gb-datasheet");
+  const GpuProfile fitted = fit_profile(*base, h100_data(), {5, ""}, &rep);
+  std::printf("\nheld back: GEMM n=%zu median %.2f%% p90 %.2f%%; memory-bound n=%zu median %.2f%%; "
+              "attention fwd median %.2f%%, bwd %.2f%%\n",
+              rep.gemm_held_back.count, 100 * rep.gemm_held_back.median, 100 * rep.gemm_held_back.p90,
+              rep.memory_held_back.count, 100 * rep.memory_held_back.median,
+              100 * rep.attention_forward_held_back.median, 100 * rep.attention_backward_held_back.median);
+  std::printf("all held-back points: n=%zu median %.2f%%\n", rep.all_held_back.count, 100 * rep.all_held_back.median);
+  CHECK(rep.gemm_held_back.count >= 50);
+  CHECK(rep.gemm_held_back.median <= 0.05);
+  CHECK(rep.all_held_back.median <= 0.05);
+  CHECK(rep.attention_backward_held_back.median <= 0.10);
+  // The fitted numbers are physical: below datasheet peak, above half of it for GEMMs.
+  CHECK(fitted.efficiency.gemm_max > 0.5);
+  CHECK(fitted.efficiency.gemm_max <= 1.0);
+  CHECK(fitted.efficiency.memory <= 1.0);
+  const KernelModel km(fitted);
+  // 8192^3 bf16: the device notes saw ~790-800 TFLOP/s; the fit should be near that.
+  const double tflops = 2.0 * 8192.0 * 8192 * 8192 / km.gemm_kernel(1, 8192, 8192, 8192, DType::bf16) / 1e12;
+  std::printf("8192^3 bf16 predicted at %.0f TFLOP/s\n", tflops);
+  CHECK(tflops > 650);
+  CHECK(tflops < 900);
+}
+
+TEST_CASE("malformed calibration data is rejected with its path", "[calibration]") {
+  Microbenchmarks scratch;
+  CHECK_THROWS_WITH(read_microbenchmarks("/nonexistent.json"), Catch::Contains("cannot open"));
+  CHECK_THROWS_WITH(read_attention_benchmarks(kData + "microbench-2026-11-26.json", scratch),
+                    Catch::Contains("/format"));
+}

@@ -1,0 +1,48 @@
+// Accuracy against real training steps: the models of calibration/training measured on
+// an H100 (calibration/data/h100-sxm5-80gb/measured-runs-*.json), predicted from the
+// scenarios in scenarios/measured-h100/ with the calibrated H100 profile.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "scenarios/json_reader.hpp"
+#include "strategies/estimator.hpp"
+
+using namespace clustersim;
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+TEST_CASE("H100 training steps: median step-time and peak-memory error <= 10%", "[accuracy][measured]") {
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const auto runs = read_json_file(root + "/calibration/data/h100-sxm5-80gb/measured-runs-2026-11-26.json");
+  std::vector<double> time_err, mem_err;
+  std::printf("\n%-24s %11s %11s %7s %10s %10s %7s\n", "run", "step ms", "predicted", "error", "peak GiB", "predicted",
+              "error");
+  for (const auto& run : runs.at("runs")) {
+    const std::string name = run.at("name");
+    const Scenario s = load_scenario(root + "/scenarios/measured-h100/" + name + ".json");
+    const Estimate e = make_estimator(s).estimate(s.plan);
+    const auto& m = run.at("measured");
+    const double step = m.at("step_time_s").get<double>(), mem = m.at("peak_memory_bytes").get<double>();
+    const double te = (e.iteration_time - step) / step, me = (e.memory_per_gpu - mem) / mem;
+    std::printf("%-24s %11.1f %11.1f %+6.1f%% %10.2f %10.2f %+6.1f%%\n", name.c_str(), step * 1e3,
+                e.iteration_time * 1e3, 100 * te, mem / (1 << 30), e.memory_per_gpu / (1 << 30), 100 * me);
+    time_err.push_back(std::fabs(te));
+    mem_err.push_back(std::fabs(me));
+    // The scenario describes the measured model exactly (the script counts parameters).
+    CHECK(e.parameters == Approx(m.at("parameters").get<double>()).epsilon(1e-9));
+  }
+  const double mt = median(time_err), mm = median(mem_err);
+  std::printf("median |error|: step time %.1f%%, peak memory %.1f%% over %zu runs (limit 10%%)\n", 100 * mt, 100 * mm,
+              time_err.size());
+  CHECK(time_err.size() >= 6);
+  CHECK(mt <= 0.10);
+  CHECK(mm <= 0.10);
+}
