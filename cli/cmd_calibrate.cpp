@@ -34,6 +34,12 @@ int fit(const FitCommand& c) {
   fmt::print("memory-bound: efficiency {:.3f} of {}, half-rate size {}, kernel overhead {}\n", rep.memory_efficiency,
              format_bandwidth(fitted.memory_bandwidth), format_bytes(rep.memory_half_size),
              format_seconds(rep.kernel_overhead));
+  for (MemoryKind k : kMemoryKinds) {
+    const auto i = static_cast<std::size_t>(k);
+    if (fitted.efficiency.memory_by_kind[i] > 0)
+      fmt::print("  {:<12} efficiency {:.3f}, half-rate size {}\n", to_string(k), fitted.efficiency.memory_by_kind[i],
+                 format_bytes(fitted.efficiency.memory_half_size_by_kind[i]));
+  }
   fmt::print("{}", row("memory-bound kernels, held back", rep.memory_held_back));
   for (const auto& g : rep.gemm) {
     fmt::print("GEMM {:<5} gemm_max {:.3f}  k_half {:>3.0f}  ({} training shapes)\n", to_string(g.dtype), g.gemm_max,

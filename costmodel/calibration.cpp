@@ -39,6 +39,14 @@ ErrorStats stats(std::vector<double> errors) {
   return s;
 }
 
+// The microbenchmark's kernel names say what kind of memory-bound kernel each is.
+MemoryKind memory_kind_of(const std::string& kernel) {
+  if (kernel.rfind("layernorm", 0) == 0 || kernel.rfind("rmsnorm", 0) == 0) return MemoryKind::norm;
+  if (kernel.rfind("softmax", 0) == 0) return MemoryKind::softmax;
+  if (kernel.rfind("adam", 0) == 0) return MemoryKind::optimizer;
+  return MemoryKind::elementwise;  // copies, activations, reductions
+}
+
 bool held_back(std::size_t index, int every) { return every > 0 && index % static_cast<std::size_t>(every) == static_cast<std::size_t>(every) - 1; }
 
 }  // namespace
@@ -129,12 +137,13 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
   rep = FitReport{};
   std::vector<double> memory_errors;
 
-  // Memory-bound kernels: t = (bytes + half) / (bw * eff), fitted by weighted least
-  // squares (relative error) on the samples larger than twice the L2.
+  // Memory-bound kernels: t = (bytes + half) / (bw * eff), fitted per kind of kernel by
+  // weighted least squares (relative error) on the samples larger than twice the L2
+  // (smaller ones measure the cache). Elementwise kernels also set the defaults.
   {
     const Bytes floor = std::max(2.0 * data.l2, 1.0);
-    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     std::vector<std::size_t> test;
+    std::array<std::array<double, 5>, 4> sums{};  // per kind: sw, sx, sy, sxx, sxy
     for (std::size_t i = 0; i < data.memory.size(); ++i) {
       const auto& s = data.memory[i];
       if (s.bytes < floor) continue;
@@ -142,27 +151,34 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
         test.push_back(i);
         continue;
       }
+      auto& q = sums[static_cast<std::size_t>(memory_kind_of(s.kernel))];
       const double w = 1.0 / (s.time * s.time);
-      sw += w;
-      sx += w * s.bytes;
-      sy += w * s.time;
-      sxx += w * s.bytes * s.bytes;
-      sxy += w * s.bytes * s.time;
+      q[0] += w;
+      q[1] += w * s.bytes;
+      q[2] += w * s.time;
+      q[3] += w * s.bytes * s.bytes;
+      q[4] += w * s.bytes * s.time;
     }
-    const double det = sw * sxx - sx * sx;
-    if (sw > 0 && det > 0) {
-      const double a = (sw * sxy - sx * sy) / det;  // seconds per byte
-      const double c = (sy - a * sx) / sw;          // fixed seconds
-      if (a > 0) {
-        p.efficiency.memory = std::min(1.0, 1.0 / (a * p.memory_bandwidth));
-        p.efficiency.memory_half_size = std::max(0.0, c / a);
+    for (MemoryKind k : kMemoryKinds) {
+      const auto& q = sums[static_cast<std::size_t>(k)];
+      const double det = q[0] * q[3] - q[1] * q[1];
+      if (!(q[0] > 0 && det > 0)) continue;
+      const double a = (q[0] * q[4] - q[1] * q[2]) / det;  // seconds per byte
+      const double c = (q[2] - a * q[1]) / q[0];           // fixed seconds
+      if (!(a > 0)) continue;
+      const auto i = static_cast<std::size_t>(k);
+      p.efficiency.memory_by_kind[i] = std::min(1.0, 1.0 / (a * p.memory_bandwidth));
+      p.efficiency.memory_half_size_by_kind[i] = std::max(0.0, c / a);
+      if (k == MemoryKind::elementwise) {
+        p.efficiency.memory = p.efficiency.memory_by_kind[i];
+        p.efficiency.memory_half_size = p.efficiency.memory_half_size_by_kind[i];
       }
     }
     std::vector<double> errors;
     const KernelModel km(p);
     for (std::size_t i : test) {
       const auto& s = data.memory[i];
-      const double predicted = km.memory(s.bytes, 1) - p.efficiency.kernel_overhead;
+      const double predicted = km.memory(s.bytes, 1, memory_kind_of(s.kernel)) - p.efficiency.kernel_overhead;
       errors.push_back(std::fabs(predicted - s.time) / s.time);
     }
     rep.memory_efficiency = p.efficiency.memory;

@@ -88,6 +88,7 @@ void norm(std::vector<Op>& ops, const std::string& name, const Dims& d, bool rms
   // Reads x, writes y (statistics are negligible); backward reads x and dy, writes dx,
   // and reduces the weight gradients.
   ops.push_back(memory_op(name, Split::seq, 2 * d.TH() * d.r, 3 * d.TH() * d.r, d.TH() * d.r, rms ? d.H : 2.0 * d.H));
+  ops.back().memory_kind = MemoryKind::norm;
   if (d.eager) ops.back().kernels = 2;  // eager backward: input grad and gamma/beta grad kernels
   if (d.casts) ops.push_back(memory_op(name + "-cast", Split::seq, d.TH() * (d.r + d.e), d.TH() * (d.r + d.e), 0));
 }
@@ -173,6 +174,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     scores.core_attention = true;
     ops.push_back(scores);
     Op softmax = memory_op("scale-mask-softmax", Split::heads, 2 * probs * d.e, 3 * probs * d.e, probs * d.e);
+    softmax.memory_kind = MemoryKind::softmax;
     softmax.core_attention = true;
     ops.push_back(softmax);
     if (d.p > 0) {
@@ -298,12 +300,14 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
     // its backward runs, the caller still holds the logits, and nll_loss's dense
     // gradient and log_softmax's input gradient exist next to the saved output.
     head.ops.push_back(memory_op("cross-entropy", Split::column, 2 * logits * d.e, 3 * logits * d.e, logits * d.e));
+    head.ops.back().memory_kind = MemoryKind::softmax;
     head.transient_bytes = 3 * logits * d.e;
   } else {
     head.transient_bytes = logits * 4;  // the fp32 gradient of the logits
     // Megatron's vocab-parallel cross entropy in fp32: read logits, write and keep the
     // fp32 softmax.
     head.ops.push_back(memory_op("cross-entropy", Split::column, logits * (d.e + 8), logits * (4 + d.e), logits * 4));
+    head.ops.back().memory_kind = MemoryKind::softmax;
     head.ops.back().kernels = 4;
   }
 
@@ -343,6 +347,7 @@ void conv_bn_relu(std::vector<Op>& ops, const std::string& name, const ConvShape
                        double(c.Cin) * c.Cout * c.kernel * c.kernel, in));
   // Training batch norm: a statistics pass and a normalise pass (+ ReLU in place).
   ops.push_back(memory_op(name + "-bn" + (relu ? "-relu" : ""), Split::none, 3 * out, 4 * out, out, 2.0 * c.Cout));
+  ops.back().memory_kind = MemoryKind::norm;
   ops.back().kernels = relu ? 3 : 2;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/hardware.hpp"
 #include "scenarios/scenario.hpp"
 #include "scenarios/units.hpp"
 
@@ -48,6 +49,7 @@ struct Op {
   // memory-bound ops and comm markers: bytes moved (read + written) forward / backward
   double fwd_bytes = 0, bwd_bytes = 0;
   int kernels = 1;  // kernels launched per forward pass (backward: 2x)
+  MemoryKind memory_kind = MemoryKind::elementwise;  // for memory-bound ops
   double params = 0;       // parameters owned by this op
   double saved_bytes = 0;  // activations kept for backward (before any sharding)
   double comm_bytes = 0;   // tp_enter / tp_exit / all_to_all: tensor size in bytes

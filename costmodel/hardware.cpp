@@ -33,6 +33,16 @@ double dtype_bytes(DType t) {
   return 4;
 }
 
+std::string_view to_string(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::elementwise: return "elementwise";
+    case MemoryKind::norm: return "norm";
+    case MemoryKind::softmax: return "softmax";
+    case MemoryKind::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
 FlopPerSecond GpuProfile::peak(DType t) const {
   switch (t) {
     case DType::fp32: return peak_fp32;
@@ -84,7 +94,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   if (const auto* eff = r.object("efficiency")) {
     ObjectReader er(*eff, "/efficiency", diag,
                     {"gemm_max", "gemm_k_half", "attention", "memory", "memory_half_size", "kernel_overhead",
-                     "collective_nvlink", "collective_network"});
+                     "collective_nvlink", "collective_network", "memory_kinds"});
     auto& e = p.efficiency;
     e.gemm_max = er.number("gemm_max", 0.01, 1.0).value_or(e.gemm_max);
     e.gemm_k_half = er.number("gemm_k_half", 0.0, 1e6).value_or(e.gemm_k_half);
@@ -94,6 +104,17 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     e.kernel_overhead = er.quantity("kernel_overhead", Dimension::time).value_or(e.kernel_overhead);
     e.collective_nvlink = er.number("collective_nvlink", 0.01, 1.0).value_or(e.collective_nvlink);
     e.collective_network = er.number("collective_network", 0.01, 1.0).value_or(e.collective_network);
+    if (const auto* kinds = er.object("memory_kinds", false)) {
+      ObjectReader kr(*kinds, "/efficiency/memory_kinds", diag, {"elementwise", "norm", "softmax", "optimizer"});
+      for (MemoryKind k : kMemoryKinds) {
+        const std::string key(to_string(k));
+        const auto* v = kr.object(key, false);
+        if (!v) continue;
+        ObjectReader vr(*v, "/efficiency/memory_kinds/" + key, diag, {"efficiency", "half_size"});
+        e.memory_by_kind[static_cast<std::size_t>(k)] = vr.number("efficiency", 0.01, 1.0).value_or(0);
+        e.memory_half_size_by_kind[static_cast<std::size_t>(k)] = vr.quantity("half_size", Dimension::bytes).value_or(0);
+      }
+    }
   }
   if (const auto* cal = r.object("calibration", false)) {
     ObjectReader cr(*cal, "/calibration", diag, {"source", "provenance", "gemm", "attention"});
@@ -190,6 +211,13 @@ nlohmann::json to_json(const GpuProfile& p) {
              {"memory_half_size", q(e.memory_half_size, "B")}, {"kernel_overhead", q(e.kernel_overhead, "s")},
              {"collective_nvlink", e.collective_nvlink}, {"collective_network", e.collective_network}}},
            {"sources", p.sources}};
+  json kinds = json::object();
+  for (MemoryKind k : kMemoryKinds) {
+    const auto i = static_cast<std::size_t>(k);
+    if (e.memory_by_kind[i] > 0)
+      kinds[std::string(to_string(k))] = {{"efficiency", e.memory_by_kind[i]}, {"half_size", q(e.memory_half_size_by_kind[i], "B")}};
+  }
+  if (!kinds.empty()) doc["efficiency"]["memory_kinds"] = kinds;
   if (p.calibration.present()) {
     json gemm = json::object();
     for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8}) {

@@ -17,12 +17,23 @@ enum class DType { fp32, tf32, fp16, bf16, fp8 };
 std::string_view to_string(DType);
 double dtype_bytes(DType);
 
+// Memory-bound kernels differ: a copy streams at full rate, a norm or softmax reduces
+// along rows first, the optimizer step touches several fp32 streams at once.
+enum class MemoryKind { elementwise, norm, softmax, optimizer };
+constexpr std::array<MemoryKind, 4> kMemoryKinds{MemoryKind::elementwise, MemoryKind::norm, MemoryKind::softmax,
+                                                 MemoryKind::optimizer};
+std::string_view to_string(MemoryKind);
+
 struct Efficiency {
   double gemm_max = 0.8;       // fraction of peak a large, well-shaped GEMM reaches
   double gemm_k_half = 48;     // K at which a GEMM loses half its rate to the K loop prologue
   double attention = 0.5;      // fraction of peak of fused (flash) attention
   double memory = 0.7;         // fraction of HBM bandwidth of large memory-bound kernels
   Bytes memory_half_size = 1 << 20;  // transfer size reaching half of that rate
+  // Per kind of memory-bound kernel (index: MemoryKind), from calibration; 0 falls back
+  // to `memory` and `memory_half_size`.
+  std::array<double, 4> memory_by_kind{};
+  std::array<Bytes, 4> memory_half_size_by_kind{};
   Seconds kernel_overhead = 3e-6;    // per kernel, on the GPU timeline
   double collective_nvlink = 0.75;   // NCCL bus bandwidth / NVLink bandwidth
   double collective_network = 0.9;   // NCCL bus bandwidth / NIC bandwidth

@@ -133,11 +133,14 @@ Seconds KernelModel::attention_backward(std::int64_t batch, std::int64_t m, std:
          2 * gpu_.efficiency.kernel_overhead;
 }
 
-Seconds KernelModel::memory(Bytes bytes, int kernels) const {
+Seconds KernelModel::memory(Bytes bytes, int kernels, MemoryKind kind) const {
   if (bytes <= 0 && kernels <= 0) return 0;
+  const auto& e = gpu_.efficiency;
+  const auto i = static_cast<std::size_t>(kind);
+  const double eff = e.memory_by_kind[i] > 0 ? e.memory_by_kind[i] : e.memory;
+  const double half = e.memory_by_kind[i] > 0 ? e.memory_half_size_by_kind[i] : e.memory_half_size;
   // Rate ramps with size: bw * eff * bytes / (bytes + half)  =>  time below.
-  const double t = (bytes + (bytes > 0 ? gpu_.efficiency.memory_half_size : 0.0)) /
-                   (gpu_.memory_bandwidth * gpu_.efficiency.memory);
+  const double t = (bytes + (bytes > 0 ? half : 0.0)) / (gpu_.memory_bandwidth * eff);
   return t + kernels * gpu_.efficiency.kernel_overhead;
 }
 

@@ -34,7 +34,7 @@ class KernelModel {
   // or backward: calibrated when the profile has measurements, else the default.
   double attention_efficiency(std::int64_t batch, std::int64_t s, std::int64_t d, bool backward) const;
   // A memory-bound kernel (or `kernels` of them) moving `bytes` in total.
-  Seconds memory(Bytes bytes, int kernels) const;
+  Seconds memory(Bytes bytes, int kernels, MemoryKind kind = MemoryKind::elementwise) const;
 
   const GpuProfile& gpu() const { return gpu_; }
 

@@ -235,7 +235,7 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
     }
     // The step reads and writes every state once; the gradient-norm pass reads grads.
     const double step_params = P / (plan.zero >= 1 ? dp : 1.0);
-    st.optimizer = km.memory(step_params * (rules_.optimizer_step_bytes() + rules_.grad_bytes), 8);
+    st.optimizer = km.memory(step_params * (rules_.optimizer_step_bytes() + rules_.grad_bytes), 8, MemoryKind::optimizer);
     e.stages.push_back(st);
   }
 

@@ -39,8 +39,8 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
     }
     case OpKind::memory:
       if (op.kernels > 0) {
-        if (op.fwd_bytes > 0) r.forward = km.memory(op.fwd_bytes / shard, op.kernels);
-        if (op.bwd_bytes > 0) r.backward = km.memory(op.bwd_bytes / shard, 2 * op.kernels);
+        if (op.fwd_bytes > 0) r.forward = km.memory(op.fwd_bytes / shard, op.kernels, op.memory_kind);
+        if (op.bwd_bytes > 0) r.backward = km.memory(op.bwd_bytes / shard, 2 * op.kernels, op.memory_kind);
       }
       break;
     case OpKind::embedding:
