@@ -77,7 +77,10 @@ void assign(T& field, const std::optional<T>& value) {
   if (value) field = *value;
 }
 
-constexpr std::int64_t kMaxDim = std::int64_t{1} << 40;
+// Bounds that keep every product the cost model forms (tokens x hidden x vocab...) far
+// inside int64 and double range: larger values are not a real model.
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxBatch = std::int64_t{1} << 32;
 
 void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   ObjectReader r(j, "/model", diag,
@@ -94,7 +97,7 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
                      "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor"})
       if (r.has(key)) diag.error(r.path(key), "not a key of the wresnet family (it uses depth, channels, width, image_size, classes)");
     assign(m.depth, r.integer("depth", 1, 1000));
-    assign(m.channels, r.integer("channels", 1, kMaxDim));
+    assign(m.channels, r.integer("channels", 1, 1 << 16));
     assign(m.width, r.integer("width", 1, 1024));
     m.image_size = r.integer("image_size", 32, 65536, false).value_or(224);
     m.classes = r.integer("classes", 1, kMaxDim, false).value_or(1000);
@@ -106,12 +109,12 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
 
   for (auto key : {"depth", "channels", "width", "image_size", "classes"})
     if (r.has(key)) diag.error(r.path(key), fmt::format("not a key of the {} family (it belongs to wresnet)", name_of(family_names, m.family)));
-  assign(m.hidden, r.integer("hidden", 1, kMaxDim));
+  assign(m.hidden, r.integer("hidden", 1, 1 << 20));
   assign(m.layers, r.integer("layers", 1, 100000));
-  assign(m.heads, r.integer("heads", 1, kMaxDim));
+  assign(m.heads, r.integer("heads", 1, 1 << 16));
   assign(m.seq_len, r.integer("seq_len", 1, kMaxDim));
   assign(m.vocab, r.integer("vocab", 1, kMaxDim));
-  m.kv_heads = r.integer("kv_heads", 1, kMaxDim, false).value_or(m.heads);
+  m.kv_heads = r.integer("kv_heads", 1, 1 << 16, false).value_or(m.heads);
   const std::int64_t default_ffn =
       m.family == ModelFamily::llama
           // Llama's rule: 2/3 of 4h, rounded up to a multiple of 256.
@@ -143,7 +146,7 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
 void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag) {
   ObjectReader r(j, "/training", diag, {"global_batch", "micro_batch", "precision", "optimizer", "recompute"});
   if (!r.valid()) return;
-  assign(t.global_batch, r.integer("global_batch", 1, kMaxDim));
+  assign(t.global_batch, r.integer("global_batch", 1, kMaxBatch));
   assign(t.micro_batch, r.integer("micro_batch", 1, kMaxDim));
   t.precision = read_enum(r, "precision", precision_names, false).value_or(Precision::mixed_bf16);
   t.optimizer = read_enum(r, "optimizer", optimizer_names, false).value_or(OptimizerKind::adam);

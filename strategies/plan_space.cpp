@@ -2,11 +2,16 @@
 
 namespace clustersim {
 namespace {
+// Ascending; O(sqrt n), since per-replica batches can be large.
 std::vector<std::int64_t> divisors(std::int64_t n) {
-  std::vector<std::int64_t> d;
-  for (std::int64_t i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
+  std::vector<std::int64_t> low, high;
+  for (std::int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      low.push_back(i);
+      if (i != n / i) high.push_back(n / i);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 }  // namespace
 
