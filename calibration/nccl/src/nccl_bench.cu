@@ -419,6 +419,10 @@ std::string provenance_json(const Options& o, int device_count) {
   j.kv_int("cuda_runtime_version", runtime);
   j.kv_int("nccl_version_code", nccl);
   j.kv_str("nccl_version", mb_fmt("%d.%d.%d", nccl / 10000, (nccl / 100) % 100, nccl % 100));
+  j.kv_int("nccl_header_version_code", NCCL_VERSION_CODE);  // differs from the above if mixed up
+#ifdef CLUSTERSIM_NCCL_LIBRARY
+  j.kv_str("nccl_library_linked", CLUSTERSIM_NCCL_LIBRARY);
+#endif
   j.kv_str("nvidia_driver", run_capture("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1"));
   j.kv_str("topology", run_capture("nvidia-smi topo -m 2>&1"));
   j.key("environment").begin_obj();
