@@ -148,3 +148,21 @@ TEST_CASE("bad NCCL benchmark files are refused with a JSON path", "[collective_
   CHECK_THROWS_WITH(read_collective_benchmarks(write_temp(other, "csim_cf_fmt.json")),
                     Catch::Contains("clustersim-nccl-bench/1"));
 }
+
+TEST_CASE("a profile with the collective fit applied survives its JSON round trip", "[collective_fit]") {
+  const auto file = write_temp(synthetic_bench(6e-6, 280e9, [](double) { return 1.0; }), "csim_cf_rt.json");
+  const CollectiveFit fit = fit_collectives(read_collective_benchmarks(file), {0});
+  const GpuProfile p = apply_collective_fit(*find_gpu_profile("h100-sxm5-80gb"), fit, nullptr);
+  Diagnostics diag("<round trip>");
+  const GpuProfile back = parse_gpu_profile(to_json(p), diag);
+  std::string problems;
+  for (const auto& pr : diag.problems()) problems += pr.to_string() + "\n";
+  INFO(problems);
+  REQUIRE(diag.ok());
+  CHECK(back.nvlink_latency == Approx(6e-6).epsilon(1e-6));
+  CHECK(back.efficiency.collective_nvlink == Approx(280e9 / p.nvlink_bandwidth).epsilon(1e-6));
+  // The fit document names its source and carries the curve.
+  const auto doc = to_json(fit);
+  CHECK(doc.at("links").at(0).at("link") == "nvlink");
+  CHECK(doc.at("links").at(0).at("efficiency_by_size").size() == 23);
+}
