@@ -1,12 +1,17 @@
 // clustersim calibrate fit MICROBENCH.json [--base PROFILE] [--name NAME] [--out FILE]
 // fits a GPU profile to microbenchmark measurements and reports its error on the
 // held-back samples.
+// clustersim calibrate fit-collectives NCCL_BENCH.json [--base PROFILE] [--out FILE]
+// fits per-link-class latency, bus bandwidth and an efficiency-by-size curve to NCCL
+// benchmark data (calibration/nccl) and applies the NVLink fit to a profile.
+#include <cmath>
 #include <fmt/format.h>
 #include <fstream>
 #include <memory>
 
 #include "cli/command.hpp"
 #include "costmodel/calibration.hpp"
+#include "costmodel/collective_fit.hpp"
 #include "scenarios/diagnostics.hpp"
 
 namespace clustersim::cli {
@@ -63,6 +68,51 @@ int fit(const FitCommand& c) {
   return 0;
 }
 
+struct FitCollectivesCommand {
+  std::string data_file, base = "h100-sxm5-80gb", name, out, fit_out;
+  int holdout = 5;
+};
+
+std::string error_row(const char* what, const RelativeError& e) {
+  return fmt::format("  {:<30} n={:<4} median {:6.2f}%  p90 {:6.2f}%  max {:6.2f}%\n", what, e.count, 100 * e.median,
+                     100 * e.p90, 100 * e.max);
+}
+
+int fit_collectives_command(const FitCollectivesCommand& c) {
+  const auto base = find_gpu_profile(c.base);
+  if (!base) throw InputError("<command line>", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
+  const CollectiveBenchmarks data = read_collective_benchmarks(c.data_file);
+  if (!data.checks_passed) fmt::print("warning: the benchmark's correctness check failed in {}\n", c.data_file);
+  const CollectiveFit fit = fit_collectives(data, {c.holdout});
+  fmt::print("collective fit from {} ({} samples; NCCL {})\n", data.file, data.samples.size(),
+             data.provenance.value("nccl_version", "?"));
+  for (const auto& l : fit.links) {
+    fmt::print("{}: alpha {}  bus bandwidth {}  ({} training samples, {} held back)\n", to_string(l.link),
+               format_seconds(l.alpha), format_bandwidth(l.bus_bandwidth), l.train, l.held_back);
+    fmt::print("{}", error_row("alpha-beta model", l.alpha_beta_error));
+    fmt::print("{}", error_row("with efficiency by size", l.curve_error));
+    fmt::print("  efficiency by size:");
+    for (const auto& pt : l.efficiency_by_size) fmt::print(" {}:{:.2f}", format_bytes(std::exp2(pt.log2_bytes)), pt.efficiency);
+    fmt::print("\n");
+  }
+  std::vector<std::string> notes;
+  GpuProfile fitted = apply_collective_fit(*base, fit, &notes);
+  if (!c.name.empty()) fitted.name = c.name;
+  fmt::print("profile {}: nvlink latency {}, collective_nvlink {:.3f} of {}\n", fitted.name,
+             format_seconds(fitted.nvlink_latency), fitted.efficiency.collective_nvlink,
+             format_bandwidth(fitted.nvlink_bandwidth));
+  for (const auto& n : notes) fmt::print("note: {}\n", n);
+  if (!c.out.empty()) {
+    std::ofstream(c.out) << to_json(fitted).dump(2) << '\n';
+    fmt::print("wrote {}\n", c.out);
+  }
+  if (!c.fit_out.empty()) {
+    std::ofstream(c.fit_out) << to_json(fit).dump(1) << '\n';
+    fmt::print("wrote {}\n", c.fit_out);
+  }
+  return 0;
+}
+
 const Registration calibrate_command{
     "calibrate", "fit GPU profiles to calibration measurements", [](CLI::App& sub) -> Runner {
       sub.require_subcommand(1);
@@ -75,7 +125,16 @@ const Registration calibrate_command{
       f->add_option("--out", c->out, "write the fitted profile to this file");
       f->add_option("--holdout", c->holdout, "hold back every Nth sample for the error report (0: none)")
           ->check(CLI::Range(0, 1000));
-      return [c, f] { return f->parsed() ? fit(*c) : 2; };
+      auto cc = std::make_shared<FitCollectivesCommand>();
+      auto* fc = sub.add_subcommand("fit-collectives", "fit NCCL latency and bandwidth (clustersim-nccl-bench JSON)");
+      fc->add_option("FILE", cc->data_file, "NCCL benchmark results (calibration/nccl output)")->required();
+      fc->add_option("--base", cc->base, "profile the NVLink fit is applied to");
+      fc->add_option("--name", cc->name, "name of the fitted profile (default: the base's)");
+      fc->add_option("--out", cc->out, "write the profile with the fit applied to this file");
+      fc->add_option("--fit-out", cc->fit_out, "write the fit (with the efficiency-by-size curve) to this file");
+      fc->add_option("--holdout", cc->holdout, "hold back every Nth sample for the error report (0: none)")
+          ->check(CLI::Range(0, 1000));
+      return [c, f, cc, fc] { return f->parsed() ? fit(*c) : fc->parsed() ? fit_collectives_command(*cc) : 2; };
     }};
 
 }  // namespace
