@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <variant>
 
 #include "scenarios/diagnostics.hpp"
@@ -152,6 +153,7 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
 
   Statement& bind(std::initializer_list<Value> values) {
+    reset();
     int i = 1;
     for (const auto& v : values) {
       int rc = SQLITE_OK;
@@ -227,7 +229,18 @@ bool has_sqlite_header(const std::string& file) {
 struct Database::Impl {
   sqlite3* db = nullptr;
   std::string file;
-  ~Impl() { sqlite3_close_v2(db); }
+  // Prepared once per connection: a sweep inserts thousands of rows a second and
+  // preparing the same SQL each time would cost more than the insert.
+  std::map<std::string, std::unique_ptr<Statement>> statements;
+  ~Impl() {
+    statements.clear();
+    sqlite3_close_v2(db);
+  }
+  Statement& cached(const std::string& sql) {
+    auto& st = statements[sql];
+    if (!st) st = std::make_unique<Statement>(db, sql);
+    return *st;
+  }
 
   void exec(const std::string& sql) const {
     char* err = nullptr;
@@ -256,14 +269,17 @@ struct Database::Impl {
   // Inserts (ignoring a duplicate) and returns the id of the row with that unique key.
   std::int64_t put(const std::string& insert, const std::string& select, std::initializer_list<Value> values,
                    std::initializer_list<Value> key) {
-    Statement ins(db, insert);
+    Statement& ins = cached(insert);
     ins.bind(values);
     ins.step();
+    ins.reset();
     if (sqlite3_changes(db) == 1) return sqlite3_last_insert_rowid(db);
-    Statement sel(db, select);
+    Statement& sel = cached(select);
     sel.bind(key);
     if (!sel.step()) throw std::runtime_error("SQLite: row vanished after insert: " + select);
-    return sel.int64(0);
+    const std::int64_t id = sel.int64(0);
+    sel.reset();
+    return id;
   }
 };
 
@@ -377,7 +393,7 @@ std::int64_t Database::add_run(const RunRecord& r) {
   const auto& res = r.result;
   Value fits = nullptr;
   if (res.contains("fits") && res["fits"].is_boolean()) fits = std::int64_t{res["fits"].get<bool>() ? 1 : 0};
-  Statement st(impl_->db,
+  Statement& st = impl_->cached(
                "INSERT INTO simulated_runs(scenario_id, plan_id, hardware_id, sweep_id, point_index, axes_json, method,"
                " iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, model_tflops_per_gpu, mfu,"
                " memory_per_gpu_bytes, fits, result_json, tool_version, git_revision, simgrid_version,"
@@ -391,6 +407,7 @@ std::int64_t Database::add_run(const RunRecord& r) {
            r.provenance.simgrid_version.empty() ? Value(nullptr) : Value(r.provenance.simgrid_version),
            opt_dump(r.provenance.simgrid_config), utc_now()});
   st.step();
+  st.reset();
   return sqlite3_last_insert_rowid(impl_->db);
 }
 
@@ -429,11 +446,12 @@ std::int64_t Database::put_sweep(const std::string& name, const std::string& fil
 
 void Database::add_failed_point(std::int64_t sweep_id, std::int64_t point_index, const std::string& point_key,
                                 const std::string& method, const nlohmann::json& axes, const std::string& error) {
-  Statement st(impl_->db,
-               "INSERT OR IGNORE INTO failed_points(sweep_id, point_index, point_key, method, axes_json, error)"
-               " VALUES(?,?,?,?,?,?)");
+  Statement& st = impl_->cached(
+      "INSERT OR IGNORE INTO failed_points(sweep_id, point_index, point_key, method, axes_json, error)"
+      " VALUES(?,?,?,?,?,?)");
   st.bind({sweep_id, point_index, point_key, method, axes.dump(), error});
   st.step();
+  st.reset();
 }
 
 std::set<std::string> Database::done_points(std::int64_t sweep_id, const std::string& method) {
