@@ -36,9 +36,14 @@ results::HardwareRecord hardware_of(const std::string& gpu) {
 }  // namespace
 
 results::RunRecord make_run_record(const Scenario& s, const nlohmann::json& result, std::string_view method) {
+  return make_run_record(s, to_json(s), result, method);
+}
+
+results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, const nlohmann::json& result,
+                                   std::string_view method) {
   results::RunRecord r;
   r.method = std::string(method);
-  r.scenario = to_json(s);
+  r.scenario = std::move(canonical);
   r.result = result;
   r.hardware = hardware_of(s.cluster.gpu);
   r.provenance.tool_version = CLUSTERSIM_VERSION;

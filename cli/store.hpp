@@ -19,6 +19,9 @@ inline constexpr const char* default_db_file = "clustersim.db";
 // stored as provenance; for method "simulated" the loaded SimGrid version is recorded
 // when the output has none.
 results::RunRecord make_run_record(const Scenario& s, const nlohmann::json& result, std::string_view method);
+// The same, reusing the scenario's canonical JSON when the caller has it.
+results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, const nlohmann::json& result,
+                                   std::string_view method);
 
 // Stores one computed run in `db_file` (created when missing) in one transaction.
 // Returns the run id. Throws InputError when the file is not a usable database.

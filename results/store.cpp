@@ -360,15 +360,22 @@ void Database::begin() { impl_->exec("BEGIN IMMEDIATE"); }
 void Database::commit() { impl_->exec("COMMIT"); }
 void Database::rollback() { impl_->exec("ROLLBACK"); }
 
-std::int64_t Database::put_scenario(const nlohmann::json& c) {
-  const std::string hash = scenario_hash(c);
+void RunRecord::prepare() {
+  if (scenario_hash.empty()) scenario_hash = results::scenario_hash(scenario);
+  if (scenario_dump.empty()) scenario_dump = scenario.dump();
+  if (result_dump.empty()) result_dump = result.dump();
+}
+
+std::int64_t Database::put_scenario(const nlohmann::json& c) { return put_scenario(c, scenario_hash(c), c.dump()); }
+
+std::int64_t Database::put_scenario(const nlohmann::json& c, const std::string& hash, const std::string& dump) {
   const auto& cluster = c.at("cluster");
   const std::int64_t gpus = cluster.at("nodes").get<std::int64_t>() * cluster.at("gpus_per_node").get<std::int64_t>();
   return impl_->put(
       "INSERT OR IGNORE INTO scenarios(hash, name, model_family, gpu, gpus, canonical_json) VALUES(?,?,?,?,?,?)",
       "SELECT id FROM scenarios WHERE hash = ?",
       {hash, c.value("name", std::string("unnamed")), c.at("model").at("family").get<std::string>(),
-       cluster.at("gpu").get<std::string>(), gpus, c.dump()},
+       cluster.at("gpu").get<std::string>(), gpus, dump},
       {hash});
 }
 
@@ -387,7 +394,9 @@ std::int64_t Database::put_plan(const nlohmann::json& plan) {
 }
 
 std::int64_t Database::add_run(const RunRecord& r) {
-  const std::int64_t scenario_id = put_scenario(r.scenario);
+  const std::int64_t scenario_id = r.scenario_hash.empty() || r.scenario_dump.empty()
+                                       ? put_scenario(r.scenario)
+                                       : put_scenario(r.scenario, r.scenario_hash, r.scenario_dump);
   const std::int64_t plan_id = put_plan(r.result.contains("plan") ? r.result["plan"] : r.scenario.at("plan"));
   const std::int64_t hardware_id = put_hardware(r.hardware);
   const auto& res = r.result;
@@ -402,7 +411,7 @@ std::int64_t Database::add_run(const RunRecord& r) {
            r.sweep_id ? Value(r.point_index) : Value(nullptr), opt_dump(r.axes), r.method,
            opt_number(res, "iteration_time_s"), opt_number(res, "tokens_per_s"), opt_number(res, "samples_per_s"),
            opt_number(res, "tflops_per_gpu"), opt_number(res, "model_tflops_per_gpu"), opt_number(res, "mfu"),
-           opt_number(res, "memory_per_gpu_bytes"), fits, res.dump(), r.provenance.tool_version,
+           opt_number(res, "memory_per_gpu_bytes"), fits, r.result_dump.empty() ? res.dump() : r.result_dump, r.provenance.tool_version,
            r.provenance.git_revision,
            r.provenance.simgrid_version.empty() ? Value(nullptr) : Value(r.provenance.simgrid_version),
            opt_dump(r.provenance.simgrid_config), utc_now()});

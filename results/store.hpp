@@ -54,6 +54,10 @@ struct RunRecord {
   std::optional<std::int64_t> sweep_id;
   std::int64_t point_index = -1;
   nlohmann::json axes = nlohmann::json();  // the sweep axis values of this point
+  // Filled by prepare(): serialisation done by the producer (a sweep's worker
+  // threads) rather than by the single writer.
+  std::string scenario_hash, scenario_dump, result_dump;
+  void prepare();
 };
 
 struct MeasuredRecord {
@@ -82,6 +86,7 @@ class Database {
   void rollback();
 
   std::int64_t put_scenario(const nlohmann::json& canonical);  // idempotent, returns id
+  std::int64_t put_scenario(const nlohmann::json& canonical, const std::string& hash, const std::string& dump);
   std::int64_t put_hardware(const HardwareRecord& h);          // idempotent
   std::int64_t put_plan(const nlohmann::json& plan);           // idempotent
   std::int64_t add_run(const RunRecord& r);
