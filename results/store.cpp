@@ -119,7 +119,7 @@ CREATE TABLE measured_runs(
   name TEXT NOT NULL,
   source TEXT NOT NULL,
   file TEXT NOT NULL,
-  gpu TEXT, driver TEXT, cuda TEXT, cudnn TEXT, torch TEXT, python TEXT, hostname TEXT,
+  gpu TEXT, driver TEXT, cuda TEXT, cudnn TEXT, nccl TEXT, torch TEXT, python TEXT, hostname TEXT,
   date_utc TEXT NOT NULL,
   step_time_s REAL NOT NULL,
   forward_time_s REAL, backward_time_s REAL, optimizer_time_s REAL,
@@ -430,13 +430,13 @@ std::int64_t Database::add_measured(const MeasuredRecord& m) {
   Value date = opt_string(env, "date_utc");
   if (std::holds_alternative<std::nullptr_t>(date)) date = std::string();  // NULLs never collide in UNIQUE
   return impl_->put(
-      "INSERT OR IGNORE INTO measured_runs(scenario_id, name, source, file, gpu, driver, cuda, cudnn, torch, python,"
-      " hostname, date_utc, step_time_s, forward_time_s, backward_time_s, optimizer_time_s, peak_memory_bytes,"
-      " peak_reserved_bytes, tokens_per_s, parameters, steps_measured, measured_json, environment_json,"
-      " imported_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+      "INSERT OR IGNORE INTO measured_runs(scenario_id, name, source, file, gpu, driver, cuda, cudnn, nccl, torch,"
+      " python, hostname, date_utc, step_time_s, forward_time_s, backward_time_s, optimizer_time_s,"
+      " peak_memory_bytes, peak_reserved_bytes, tokens_per_s, parameters, steps_measured, measured_json,"
+      " environment_json, imported_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
       "SELECT id FROM measured_runs WHERE scenario_id = ? AND source = ? AND name = ? AND date_utc = ?",
       {scenario_id, m.name, m.source, m.file, opt_string(env, "gpu"), opt_string(env, "driver"),
-       opt_string(env, "cuda"), opt_string(env, "cudnn"), opt_string(env, "torch"), opt_string(env, "python"),
+       opt_string(env, "cuda"), opt_string(env, "cudnn"), opt_string(env, "nccl"), opt_string(env, "torch"), opt_string(env, "python"),
        opt_string(env, "hostname"), date, opt_number(me, "step_time_s"), opt_number(me, "forward_time_s"),
        opt_number(me, "backward_time_s"), opt_number(me, "optimizer_time_s"), opt_number(me, "peak_memory_bytes"),
        opt_number(me, "peak_reserved_bytes"), opt_number(me, "tokens_per_s"), opt_number(me, "parameters"), steps,
@@ -451,6 +451,28 @@ std::int64_t Database::put_sweep(const std::string& name, const std::string& fil
   return impl_->put(
       "INSERT OR IGNORE INTO sweeps(name, file, spec_hash, spec_json, points, created_utc) VALUES(?,?,?,?,?,?)",
       "SELECT id FROM sweeps WHERE spec_hash = ?", {name, file, hash, dump, points, utc_now()}, {hash});
+}
+
+std::int64_t Database::add_calibration_sample(const HardwareRecord& hardware, const std::string& kind,
+                                              const nlohmann::json& shape, double measured_s,
+                                              std::optional<double> predicted_s, const std::string& source) {
+  const std::int64_t hardware_id = put_hardware(hardware);
+  Statement& st = impl_->cached(
+      "INSERT INTO calibration_samples(hardware_id, kind, shape_json, measured_s, predicted_s, source, created_utc)"
+      " VALUES(?,?,?,?,?,?,?)");
+  st.bind({hardware_id, kind, shape.dump(), measured_s, predicted_s ? Value(*predicted_s) : Value(nullptr), source,
+           utc_now()});
+  st.step();
+  st.reset();
+  return sqlite3_last_insert_rowid(impl_->db);
+}
+
+std::vector<nlohmann::json> Database::calibration_samples(const std::string& hardware_name) const {
+  return impl_->rows(
+      "SELECT c.id, h.name AS hardware, h.status, c.kind, c.shape_json, c.measured_s, c.predicted_s, c.source,"
+      " c.created_utc FROM calibration_samples c JOIN hardware_profiles h ON h.id = c.hardware_id"
+      " WHERE h.name = ? ORDER BY c.id",
+      {hardware_name});
 }
 
 void Database::add_failed_point(std::int64_t sweep_id, std::int64_t point_index, const std::string& point_key,

@@ -96,6 +96,11 @@ class Database {
   // same sweep file gets the same id back.
   std::int64_t put_sweep(const std::string& name, const std::string& file, const nlohmann::json& spec,
                          std::int64_t points);
+  // One kernel or collective timing on a hardware profile (for calibration).
+  std::int64_t add_calibration_sample(const HardwareRecord& hardware, const std::string& kind,
+                                      const nlohmann::json& shape, double measured_s, std::optional<double> predicted_s,
+                                      const std::string& source);
+  std::vector<nlohmann::json> calibration_samples(const std::string& hardware_name) const;
   void add_failed_point(std::int64_t sweep_id, std::int64_t point_index, const std::string& point_key,
                         const std::string& method, const nlohmann::json& axes, const std::string& error);
   // Keys of the points of a sweep already stored for `method`: scenario hashes of

@@ -96,7 +96,8 @@ TEST_CASE("a measured run joins the simulated run of the same scenario", "[resul
   Database db(file.string(), Database::Mode::read_write);
   const auto sc = clustersim::to_json(clustersim::default_scenario());
   db.add_run(sample_run(sc, 2.0));
-  clustersim::results::MeasuredRecord m{"m", "bench", "m.json", sc, {{"step_time_s", 2.5}}, {{"gpu", "A100"}}};
+  clustersim::results::MeasuredRecord m{"m", "bench", "m.json", sc, {{"step_time_s", 2.5}},
+                                        {{"gpu", "A100"}, {"nccl", "2.21.5"}}};
   const auto id = db.add_measured(m);
   CHECK(db.add_measured(m) == id);  // re-import is idempotent
   const auto rows = db.compare_rows("analytical");
@@ -104,7 +105,25 @@ TEST_CASE("a measured run joins the simulated run of the same scenario", "[resul
   CHECK(rows[0]["measured_s"] == 2.5);
   CHECK(rows[0]["predicted_s"] == 2.0);
   CHECK(rows[0]["hardware"] == "A100");
+  CHECK((*db.measured_run(id))["nccl"] == "2.21.5");
   CHECK(db.compare_rows("simulated").empty());
+}
+
+TEST_CASE("calibration samples reference their hardware profile", "[results]") {
+  const auto file = fresh("calibration.db");
+  Database db(file.string(), Database::Mode::read_write);
+  const clustersim::results::HardwareRecord h{"h100-sxm5-80gb", "datasheet", {{"sources", {"datasheet"}}}};
+  db.begin();
+  db.add_calibration_sample(h, "gemm", {{"m", 4096}, {"n", 4096}, {"k", 4096}}, 1.9e-4, 1.8e-4, "cublas-bench");
+  db.add_calibration_sample(h, "allreduce", {{"bytes", 1 << 30}, {"gpus", 8}}, 5.1e-3, std::nullopt, "nccl-tests");
+  db.commit();
+  CHECK(db.count("hardware_profiles") == 1);
+  const auto rows = db.calibration_samples("h100-sxm5-80gb");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["kind"] == "gemm");
+  CHECK(rows[0]["predicted_s"] == 1.8e-4);
+  CHECK(rows[1]["predicted_s"].is_null());
+  CHECK(db.calibration_samples("a100-sxm4-80gb").empty());
 }
 
 TEST_CASE("a sweep reopened by its specification resumes with its completed points", "[results]") {
