@@ -12,6 +12,7 @@
 #include <set>
 
 #include "cli/command.hpp"
+#include "cli/store.hpp"
 #include "results/store.hpp"
 #include "results/svg.hpp"
 #include "scenarios/json_reader.hpp"
@@ -24,7 +25,7 @@ using nlohmann::json;
 using results::Database;
 
 struct DbOptions {
-  std::string db = "clustersim.db";
+  std::string db = default_db_file;
   std::int64_t limit = 50;
   std::string run;
   std::int64_t sweep = 0;
