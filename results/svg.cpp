@@ -54,13 +54,20 @@ std::pair<double, double> padded(double lo, double hi) {
   return {lo, hi};
 }
 
+// A long title (a sweep name plus two axis pointers) shrinks to fit the width; a bold
+// sans-serif character is about 0.6 em wide.
+double title_size(const std::string& title) {
+  const double fit = (width - 20) / (0.6 * static_cast<double>(std::max<std::size_t>(title.size(), 1)));
+  return std::clamp(fit, 9.0, 16.0);
+}
+
 std::string header(const ChartText& t) {
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"28\" font-size=\"16\" font-weight=\"bold\" text-anchor=\"middle\">{3}</text>\n",
-      width, height, left + plot_w / 2, escape(t.title));
+      "<text x=\"{2}\" y=\"28\" font-size=\"{3:.1f}\" font-weight=\"bold\" text-anchor=\"middle\">{4}</text>\n",
+      width, height, width / 2, title_size(t.title), escape(t.title));
   s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", left + plot_w / 2, height - 20,
                    escape(t.x_label));
   s += fmt::format("<text x=\"20\" y=\"{0}\" text-anchor=\"middle\" transform=\"rotate(-90 20 {0})\">{1}</text>\n",
