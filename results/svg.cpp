@@ -10,8 +10,8 @@
 namespace clustersim::results {
 namespace {
 
-constexpr double width = 800, height = 500;
-constexpr double left = 90, right = 190, top = 50, bottom = 70;  // room for labels and the legend
+constexpr double width = 880, height = 500;
+constexpr double left = 90, right = 270, top = 50, bottom = 70;  // room for labels and a legend of ~30 characters
 constexpr double plot_w = width - left - right, plot_h = height - top - bottom;
 // A colour-blind-safe palette (Okabe-Ito), cycled.
 constexpr const char* palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"};
