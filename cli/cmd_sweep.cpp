@@ -107,9 +107,9 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const std::set<std::s
     result["tool"] = {{"name", "clustersim"}, {"version", CLUSTERSIM_VERSION}, {"git_revision", CLUSTERSIM_GIT_REVISION},
                       {"method", spec.method}, {"gpu_profile", est.cluster().gpu.name},
                       {"gpu_profile_status", est.cluster().gpu.status}};
-    o.record = std::make_unique<results::RunRecord>(make_run_record(s, canonical, result, spec.method));
+    o.record = std::make_unique<results::RunRecord>(make_run_record(s, canonical, std::move(result), spec.method));
     o.record->scenario_hash = o.key;
-    o.record->prepare();  // serialise here, on a worker, not in the single writer
+    o.record->slim();  // serialise (and free) here, on a worker, not in the single writer
     o.record->axes = p.axes;
     o.record->point_index = static_cast<std::int64_t>(index);
     o.kind = Outcome::Kind::stored;

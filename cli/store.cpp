@@ -39,17 +39,17 @@ results::RunRecord make_run_record(const Scenario& s, const nlohmann::json& resu
   return make_run_record(s, to_json(s), result, method);
 }
 
-results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, const nlohmann::json& result,
+results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, nlohmann::json result,
                                    std::string_view method) {
   results::RunRecord r;
   r.method = std::string(method);
   r.scenario = std::move(canonical);
-  r.result = result;
+  r.result = std::move(result);
   r.hardware = hardware_of(s.cluster.gpu);
   r.provenance.tool_version = CLUSTERSIM_VERSION;
   r.provenance.git_revision = CLUSTERSIM_GIT_REVISION;
-  if (result.contains("tool") && result["tool"].is_object()) {
-    const auto& tool = result["tool"];
+  if (r.result.contains("tool") && r.result["tool"].is_object()) {
+    const auto& tool = r.result["tool"];
     if (tool.contains("simgrid_version") && tool["simgrid_version"].is_string())
       r.provenance.simgrid_version = tool["simgrid_version"].get<std::string>();
     if (tool.contains("simgrid_config")) r.provenance.simgrid_config = tool["simgrid_config"];

@@ -20,7 +20,7 @@ inline constexpr const char* default_db_file = "clustersim.db";
 // when the output has none.
 results::RunRecord make_run_record(const Scenario& s, const nlohmann::json& result, std::string_view method);
 // The same, reusing the scenario's canonical JSON when the caller has it.
-results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, const nlohmann::json& result,
+results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, nlohmann::json result,
                                    std::string_view method);
 
 // Stores one computed run in `db_file` (created when missing) in one transaction.

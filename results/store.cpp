@@ -366,6 +366,19 @@ void RunRecord::prepare() {
   if (result_dump.empty()) result_dump = result.dump();
 }
 
+void RunRecord::slim() {
+  prepare();
+  nlohmann::json small = nlohmann::json::object();
+  for (const char* k : {"iteration_time_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu", "model_tflops_per_gpu",
+                        "mfu", "memory_per_gpu_bytes", "fits", "plan"})
+    if (auto it = result.find(k); it != result.end()) small[k] = std::move(*it);
+  result = std::move(small);
+  nlohmann::json sc = nlohmann::json::object();
+  for (const char* k : {"name", "model", "cluster", "plan"})
+    if (auto it = scenario.find(k); it != scenario.end()) sc[k] = std::move(*it);
+  scenario = std::move(sc);
+}
+
 std::int64_t Database::put_scenario(const nlohmann::json& c) { return put_scenario(c, scenario_hash(c), c.dump()); }
 
 std::int64_t Database::put_scenario(const nlohmann::json& c, const std::string& hash, const std::string& dump) {

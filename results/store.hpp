@@ -58,6 +58,9 @@ struct RunRecord {
   // threads) rather than by the single writer.
   std::string scenario_hash, scenario_dump, result_dump;
   void prepare();
+  // After prepare(): keeps only what add_run reads besides the dumps (the headline
+  // figures and the plan), so that the big documents are freed by the producer.
+  void slim();
 };
 
 struct MeasuredRecord {
