@@ -6,6 +6,7 @@
 
 #include "cli/command.hpp"
 #include "cli/report.hpp"
+#include "cli/store.hpp"
 #include "strategies/estimator.hpp"
 
 #ifndef CLUSTERSIM_GIT_REVISION
@@ -21,20 +22,23 @@ namespace {
 struct RunOptions {
   std::string file;
   bool json = false;
+  std::string db;  // --db FILE: also store the run there
 };
 
 int run(const RunOptions& o) {
   const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
   const Estimator est = make_estimator(s);
   const Estimate e = est.estimate(s.plan);
-  if (o.json) {
+  if (o.json || !o.db.empty()) {
     nlohmann::json out = to_json(e);
     out["scenario"] = to_json(s);
     out["tool"] = {{"name", "clustersim"}, {"version", CLUSTERSIM_VERSION}, {"git_revision", CLUSTERSIM_GIT_REVISION},
                    {"method", "analytical"}, {"gpu_profile", est.cluster().gpu.name},
                    {"gpu_profile_status", est.cluster().gpu.status}};
-    std::cout << out.dump(2) << '\n';
-  } else {
+    if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, out, "analytical") << " in " << o.db << '\n';
+    if (o.json) std::cout << out.dump(2) << '\n';
+  }
+  if (!o.json) {
     std::cout << format_report(s, est, e);
   }
   return 0;
@@ -59,6 +63,7 @@ const Registration run_command{"run", "estimate one scenario (the built-in defau
                                  auto o = std::make_shared<RunOptions>();
                                  sub.add_option("FILE", o->file, "scenario file (JSON)");
                                  sub.add_flag("--json", o->json, "print machine-readable JSON");
+                                 sub.add_option("--db", o->db, "also store the run in this results database");
                                  return [o] { return run(*o); };
                                }};
 

@@ -1,5 +1,4 @@
-// What the results layer records as provenance. The store itself lands with the
-// results-database issue; this file is the only SQLite dependency until then.
+// The SQLite library version, for `clustersim version`. The store is results/store.hpp.
 #pragma once
 #include <string>
 

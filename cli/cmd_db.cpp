@@ -1,0 +1,566 @@
+// clustersim db list | show | sweeps | failed | compare | export | plot | import-measured
+// | check: reading the results database, and importing measured runs (the format is in
+// results/README.md). Every subcommand takes --db FILE (default clustersim.db).
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "cli/command.hpp"
+#include "cli/store.hpp"
+#include "results/store.hpp"
+#include "results/svg.hpp"
+#include "scenarios/json_reader.hpp"
+#include "scenarios/scenario.hpp"
+
+namespace clustersim::cli {
+namespace {
+
+using nlohmann::json;
+using results::Database;
+
+struct DbOptions {
+  std::string db = default_db_file;
+  std::int64_t limit = 50;
+  std::string run;
+  std::int64_t sweep = 0;
+  std::string method = "analytical";
+  bool json = false, csv = false;
+  std::string out;
+  std::string x, y = "tokens_per_s", series;
+  std::vector<std::string> where;
+  bool log_x = false;
+  std::vector<std::string> files;
+};
+
+std::string text_of(const json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return fmt::format("{:.6g}", v.get<double>());
+  return v.dump();
+}
+
+json parse_json_column(const json& v) { return v.is_string() ? json::parse(v.get<std::string>()) : json(); }
+
+void write_output(const std::string& out, const std::string& text) {
+  if (out.empty() || out == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream f(out, std::ios::binary);
+  if (!f) throw InputError(out, "", "cannot write this file");
+  f << text;
+  std::cerr << "wrote " << out << '\n';
+}
+
+// ---- list, show, sweeps, failed, check ----
+
+int list(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const auto rows = db.list_runs(o.limit);
+  if (o.json) {
+    std::cout << json(rows).dump(2) << '\n';
+    return 0;
+  }
+  fmt::print("{:<5} {:<9} {:<10} {:<16} {:<7} {:<16} {:>5} {:>12} {:>12}  {}\n", "run", "kind", "method", "scenario hash",
+             "family", "gpu", "gpus", "time (s)", "tokens/s", "scenario");
+  for (const auto& r : rows) {
+    const bool measured = r["kind"] == "measured";
+    fmt::print("{:<5} {:<9} {:<10} {:<16} {:<7} {:<16} {:>5} {:>12} {:>12}  {}\n",
+               (measured ? "m" : "") + text_of(r["id"]), text_of(r["kind"]), text_of(r["method"]),
+               text_of(r["scenario_hash"]), text_of(r["family"]), text_of(r["gpu"]), text_of(r["gpus"]),
+               text_of(r["time_s"]), text_of(r["tokens_per_s"]), text_of(r["scenario"]));
+  }
+  return 0;
+}
+
+int show(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const bool measured = !o.run.empty() && o.run[0] == 'm';
+  std::int64_t id = 0;
+  try {
+    std::size_t used = 0;
+    id = std::stoll(o.run.substr(measured ? 1 : 0), &used);
+    if (used != o.run.size() - (measured ? 1 : 0)) throw std::invalid_argument(o.run);
+  } catch (const std::exception&) {
+    throw InputError("<command line>", "RUN", "expected a run id such as 12 (simulated) or m3 (measured), got \"" +
+                                                  o.run + "\"");
+  }
+  auto row = measured ? db.measured_run(id) : db.simulated_run(id);
+  if (!row) throw InputError(o.db, "", fmt::format("no {} run {}", measured ? "measured" : "simulated", id));
+  json out = json::object();
+  for (auto& [k, v] : row->items()) {
+    if (k.size() > 5 && k.compare(k.size() - 5, 5, "_json") == 0) out[k.substr(0, k.size() - 5)] = parse_json_column(v);
+    else out[k] = v;
+  }
+  std::cout << out.dump(2) << '\n';
+  return 0;
+}
+
+int sweeps(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const auto rows = db.sweeps();
+  if (o.json) {
+    std::cout << json(rows).dump(2) << '\n';
+    return 0;
+  }
+  fmt::print("{:<5} {:<28} {:>8} {:>8} {:>8}  {:<20}  {}\n", "sweep", "name", "points", "stored", "failed", "created",
+             "file");
+  for (const auto& r : rows)
+    fmt::print("{:<5} {:<28} {:>8} {:>8} {:>8}  {:<20}  {}\n", text_of(r["id"]), text_of(r["name"]),
+               text_of(r["points"]), text_of(r["stored"]), text_of(r["failed"]), text_of(r["created_utc"]),
+               text_of(r["file"]));
+  return 0;
+}
+
+int failed(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const auto rows = db.failed_points(o.sweep);
+  if (o.json) {
+    std::cout << json(rows).dump(2) << '\n';
+    return 0;
+  }
+  for (const auto& r : rows)
+    fmt::print("point {} {}: {}\n", text_of(r["point_index"]), text_of(r["axes_json"]), text_of(r["error"]));
+  fmt::print("{} failed points\n", rows.size());
+  return 0;
+}
+
+int check(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const std::string ok = db.integrity_check();
+  fmt::print("{}: schema version {}, integrity {}\n", o.db, db.version(), ok);
+  for (const char* t : {"scenarios", "hardware_profiles", "plans", "sweeps", "simulated_runs", "failed_points",
+                        "measured_runs", "calibration_samples"})
+    fmt::print("  {:<20} {:>10}\n", t, db.count(t));
+  return ok == "ok" ? 0 : 1;
+}
+
+// ---- import-measured ----
+
+results::MeasuredRecord parse_measured(const json& doc, const std::string& file) {
+  Diagnostics diag(file);
+  ObjectReader r(doc, "", diag, {"format", "name", "source", "scenario", "measured", "environment"});
+  results::MeasuredRecord m;
+  m.file = file;
+  if (!r.valid()) diag.throw_if_errors();
+  if (const auto fmt_name = r.string("format"); fmt_name && *fmt_name != "clustersim-measured-run/1")
+    diag.error(r.path("format"), "expected \"clustersim-measured-run/1\", got \"" + *fmt_name + "\"");
+  m.name = r.string("name").value_or("");
+  m.source = r.string("source").value_or("");
+  if (const auto* sc = r.object("scenario")) {
+    json s = *sc;
+    if (!s.contains("name")) s["name"] = m.name;
+    // Paths inside the scenario are reported below /scenario.
+    Diagnostics sd(file);
+    const Scenario scenario = parse_scenario(s, sd);
+    for (const auto& p : sd.problems()) diag.error("/scenario" + p.path, p.message);
+    if (sd.ok()) m.scenario = to_json(scenario);
+  }
+  if (const auto* me = r.object("measured")) {
+    ObjectReader mr(*me, "/measured", diag,
+                    {"step_time_s", "forward_time_s", "backward_time_s", "optimizer_time_s", "peak_memory_bytes",
+                     "peak_reserved_bytes", "tokens_per_s", "parameters", "steps_measured", "step_times_s"});
+    mr.number("step_time_s", 1e-12, 1e9);
+    for (const char* k : {"forward_time_s", "backward_time_s", "optimizer_time_s"}) mr.number(k, 0, 1e9, false);
+    for (const char* k : {"peak_memory_bytes", "peak_reserved_bytes", "tokens_per_s", "parameters"})
+      mr.number(k, 0, 1e300, false);
+    mr.integer("steps_measured", 1, 1'000'000'000, false);
+    if (const auto* st = mr.get("step_times_s")) {
+      if (!st->is_array()) diag.error(mr.path("step_times_s"), "expected a list of seconds, got " + describe(*st));
+      else
+        for (std::size_t i = 0; i < st->size(); ++i)
+          if (!(*st)[i].is_number() || (*st)[i].get<double>() <= 0)
+            diag.error(json_path(mr.path("step_times_s"), i), "expected a positive number, got " + describe((*st)[i]));
+    }
+    m.measured = *me;
+  }
+  // The environment is free-form provenance: the known keys become columns, every key is kept.
+  if (const auto* env = r.object("environment")) {
+    for (const auto& [k, v] : env->items())
+      if (!(v.is_string() || v.is_number() || v.is_null()))
+        diag.error(json_path("/environment", k), "expected a string or a number, got " + describe(v));
+    m.environment = *env;
+  }
+  diag.throw_if_errors();
+  return m;
+}
+
+int import_measured(const DbOptions& o) {
+  // Parse every file first so that one bad file imports nothing.
+  std::vector<results::MeasuredRecord> records;
+  std::vector<Problem> problems;
+  for (const auto& f : o.files) {
+    try {
+      records.push_back(parse_measured(read_json_file(f), f));
+    } catch (const InputError& e) {
+      problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+    }
+  }
+  if (!problems.empty()) throw InputError(problems);
+  Database db(o.db, Database::Mode::read_write);
+  db.begin();
+  std::vector<std::int64_t> ids;
+  try {
+    for (const auto& m : records) ids.push_back(db.add_measured(m));
+    db.commit();
+  } catch (...) {
+    db.rollback();
+    throw;
+  }
+  for (std::size_t i = 0; i < records.size(); ++i)
+    fmt::print("{}: measured run m{} (scenario {})\n", records[i].file, ids[i], results::scenario_hash(records[i].scenario));
+  return 0;
+}
+
+// ---- compare ----
+
+struct ErrorStats {
+  std::size_t n = 0;
+  double sum_abs = 0, sum = 0, worst = 0;
+  void add(double e) {
+    ++n, sum_abs += std::abs(e), sum += e;
+    if (std::abs(e) > std::abs(worst)) worst = e;
+  }
+  json to_json() const {
+    return {{"runs", n}, {"mape", n ? sum_abs / n : 0.0}, {"bias", n ? sum / n : 0.0}, {"worst", worst}};
+  }
+};
+
+int compare(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const auto rows = db.compare_rows(o.method);
+  ErrorStats all;
+  std::map<std::pair<std::string, std::string>, ErrorStats> groups;  // (hardware, family), sorted
+  json pairs = json::array();
+  for (const auto& r : rows) {
+    const double measured = r["measured_s"].get<double>(), predicted = r["predicted_s"].get<double>();
+    const double err = (predicted - measured) / measured;
+    all.add(err);
+    groups[{text_of(r["hardware"]), text_of(r["family"])}].add(err);
+    json p = r;
+    p["error"] = err;
+    if (r["measured_memory_bytes"].is_number() && r["predicted_memory_bytes"].is_number())
+      p["memory_error"] = (r["predicted_memory_bytes"].get<double>() - r["measured_memory_bytes"].get<double>()) /
+                          r["measured_memory_bytes"].get<double>();
+    pairs.push_back(p);
+  }
+  if (o.json) {
+    json g = json::array();
+    for (const auto& [k, s] : groups) {
+      auto j = s.to_json();
+      j["hardware"] = k.first;
+      j["family"] = k.second;
+      g.push_back(j);
+    }
+    std::cout << json{{"method", o.method}, {"pairs", pairs}, {"groups", g}, {"overall", all.to_json()}}.dump(2) << '\n';
+    return 0;
+  }
+  if (rows.empty()) {
+    fmt::print("no measured run has a {} run of the same scenario (import with 'db import-measured', run with --db)\n",
+               o.method);
+    return 0;
+  }
+  fmt::print("measured step time against the latest {} prediction of the same scenario\n\n", o.method);
+  fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12} {:>12} {:>8} {:>10}  {}\n", "measured", "simulated", "hardware", "family",
+             "measured s", "predicted s", "error", "mem error", "scenario");
+  for (const auto& p : pairs)
+    fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12.6g} {:>12.6g} {:>+7.1f}% {:>10}  {}\n", "m" + text_of(p["measured_id"]),
+               text_of(p["simulated_id"]), text_of(p["hardware"]), text_of(p["family"]), p["measured_s"].get<double>(),
+               p["predicted_s"].get<double>(), 100 * p["error"].get<double>(),
+               p.contains("memory_error") ? fmt::format("{:+.1f}%", 100 * p["memory_error"].get<double>()) : "-",
+               text_of(p["scenario"]));
+  fmt::print("\n{:<24} {:<7} {:>5} {:>8} {:>8} {:>8}\n", "hardware", "family", "runs", "MAPE", "bias", "worst");
+  for (const auto& [k, s] : groups) {
+    const auto j = s.to_json();
+    fmt::print("{:<24} {:<7} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", k.first, k.second, s.n,
+               100 * j["mape"].get<double>(), 100 * j["bias"].get<double>(), 100 * s.worst);
+  }
+  const auto j = all.to_json();
+  fmt::print("{:<24} {:<7} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", "all", "", all.n, 100 * j["mape"].get<double>(),
+             100 * j["bias"].get<double>(), 100 * all.worst);
+  return 0;
+}
+
+// ---- export ----
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+int export_runs(const DbOptions& o) {
+  if (o.csv == o.json) throw InputError("<command line>", "export", "give exactly one of --csv or --json");
+  const Database db(o.db, Database::Mode::read_only);
+  auto rows = db.export_runs(o.sweep ? std::optional<std::int64_t>(o.sweep) : std::nullopt);
+  for (auto& r : rows) {
+    r["axes"] = parse_json_column(r["axes_json"]);
+    r["plan"] = parse_json_column(r["plan_json"]);
+    r.erase("axes_json");
+    r.erase("plan_json");
+  }
+  if (o.json) {
+    write_output(o.out, json(rows).dump(2) + "\n");
+    return 0;
+  }
+  // Fixed columns, then the plan's fields, then every sweep axis seen (sorted).
+  const std::vector<std::string> fixed{"id", "method", "sweep_id", "point_index", "scenario_hash", "scenario", "family",
+                                       "gpu", "gpus", "iteration_time_s", "tokens_per_s", "samples_per_s",
+                                       "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "memory_per_gpu_bytes", "fits",
+                                       "tool_version", "git_revision", "simgrid_version", "created_utc"};
+  std::set<std::string> plan_keys, axis_keys;
+  for (const auto& r : rows) {
+    if (r["plan"].is_object())
+      for (const auto& [k, v] : r["plan"].items()) plan_keys.insert(k);
+    if (r["axes"].is_object())
+      for (const auto& [k, v] : r["axes"].items()) axis_keys.insert(k);
+  }
+  std::string out;
+  std::vector<std::string> header(fixed);
+  for (const auto& k : plan_keys) header.push_back("plan." + k);
+  for (const auto& k : axis_keys) header.push_back("axis:" + k);
+  for (std::size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + csv_field(header[i]);
+  out += '\n';
+  for (const auto& r : rows) {
+    std::vector<std::string> cells;
+    for (const auto& k : fixed) cells.push_back(r[k].is_null() ? "" : r[k].is_string() ? r[k].get<std::string>() : r[k].dump());
+    for (const auto& k : plan_keys) cells.push_back(r["plan"].contains(k) ? text_of(r["plan"][k]) : "");
+    for (const auto& k : axis_keys)
+      cells.push_back(r["axes"].is_object() && r["axes"].contains(k) ? text_of(r["axes"][k]) : "");
+    for (std::size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + csv_field(cells[i]);
+    out += '\n';
+  }
+  write_output(o.out, out);
+  return 0;
+}
+
+// ---- plot ----
+
+struct Metric {
+  const char* column;
+  const char* label;
+  double scale;        // stored SI value x scale = plotted value
+  bool higher_is_better;
+};
+const Metric metrics[] = {
+    {"iteration_time_s", "iteration time (s)", 1, false},
+    {"tokens_per_s", "throughput (tokens/s)", 1, true},
+    {"samples_per_s", "throughput (samples/s)", 1, true},
+    {"tflops_per_gpu", "hardware FLOP rate per GPU (TFLOP/s)", 1, true},
+    {"model_tflops_per_gpu", "model FLOP rate per GPU (TFLOP/s)", 1, true},
+    {"mfu", "model FLOP utilisation (fraction of peak)", 1, true},
+    {"memory_per_gpu_bytes", "memory per GPU (GiB)", 1.0 / (1024.0 * 1024 * 1024), false},
+};
+
+const Metric& find_metric(const std::string& name) {
+  std::string names;
+  for (const auto& m : metrics) {
+    if (name == m.column) return m;
+    names += (names.empty() ? "" : ", ") + std::string(m.column);
+  }
+  throw InputError("<command line>", "--y", "unknown metric \"" + name + "\"; one of " + names);
+}
+
+// An axis by its JSON pointer or by its last segment ("tp" for "/plan/tp").
+std::string resolve_axis(const std::string& name, const std::set<std::string>& axes, const char* option) {
+  if (axes.count(name)) return name;
+  std::vector<std::string> hits;
+  for (const auto& a : axes)
+    if (a.substr(a.rfind('/') + 1) == name) hits.push_back(a);
+  if (hits.size() == 1) return hits.front();
+  std::string list;
+  for (const auto& a : axes) list += (list.empty() ? "" : ", ") + a;
+  throw InputError("<command line>", option,
+                   fmt::format("{} \"{}\"; the sweep's axes are {}", hits.empty() ? "no axis" : "ambiguous axis", name, list));
+}
+
+// A number, or a quantity with its unit converted for the axis ("300GBps" -> 300 GB/s).
+std::optional<std::pair<double, std::string>> axis_number(const json& v) {
+  if (v.is_number()) return std::pair{v.get<double>(), std::string()};
+  if (v.is_boolean()) return std::pair{v.get<bool>() ? 1.0 : 0.0, std::string()};
+  if (!v.is_string()) return std::nullopt;
+  const std::string s = v.get<std::string>();
+  std::string err;
+  if (auto q = parse_quantity(s, Dimension::bandwidth, &err)) return std::pair{*q / 1e9, std::string("GB/s")};
+  if (auto q = parse_quantity(s, Dimension::time, &err)) return std::pair{*q, std::string("s")};
+  if (auto q = parse_quantity(s, Dimension::bytes, &err)) return std::pair{*q / (1024.0 * 1024 * 1024), std::string("GiB")};
+  return std::nullopt;
+}
+
+int plot_sweep(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const auto sweep_rows = db.sweeps();
+  std::string sweep_name;
+  for (const auto& s : sweep_rows)
+    if (s["id"] == o.sweep) sweep_name = s["name"];
+  if (sweep_name.empty()) throw InputError(o.db, "", fmt::format("no sweep {} (see 'db sweeps')", o.sweep));
+  const Metric& metric = find_metric(o.y);
+  const auto rows = db.export_runs(o.sweep);
+  std::set<std::string> axes;
+  std::vector<std::pair<json, double>> points;  // (axes, metric)
+  for (const auto& r : rows) {
+    const json a = parse_json_column(r["axes_json"]);
+    if (!a.is_object() || !r[metric.column].is_number()) continue;
+    for (const auto& [k, v] : a.items()) axes.insert(k);
+    points.emplace_back(a, r[metric.column].get<double>() * metric.scale);
+  }
+  if (points.empty()) throw InputError(o.db, "", fmt::format("sweep {} has no stored points", o.sweep));
+  const std::string x_axis = resolve_axis(o.x, axes, "--x");
+  const std::string series_axis = o.series.empty() ? "" : resolve_axis(o.series, axes, "--series");
+  std::vector<std::pair<std::string, std::string>> filters;
+  for (const auto& w : o.where) {
+    const auto eq = w.find('=');
+    if (eq == std::string::npos) throw InputError("<command line>", "--where", "expected FIELD=VALUE, got \"" + w + "\"");
+    filters.emplace_back(resolve_axis(w.substr(0, eq), axes, "--where"), w.substr(eq + 1));
+  }
+  // One value per (series, x): the best over every axis not on the chart.
+  std::map<std::string, std::map<double, double>> best;
+  std::string x_unit;
+  for (const auto& [a, value] : points) {
+    bool keep = true;
+    for (const auto& [field, want] : filters) keep = keep && a.contains(field) && text_of(a[field]) == want;
+    if (!keep || !a.contains(x_axis)) continue;
+    const auto x = axis_number(a[x_axis]);
+    if (!x) throw InputError("<command line>", "--x", "axis " + x_axis + " has a non-numeric value " + a[x_axis].dump());
+    x_unit = x->second;
+    const std::string name = series_axis.empty() ? sweep_name
+                             : a.contains(series_axis)
+                                 ? series_axis.substr(series_axis.rfind('/') + 1) + "=" + text_of(a[series_axis])
+                                 : "-";
+    auto& slot = best[name];
+    auto it = slot.find(x->first);
+    if (it == slot.end()) slot.emplace(x->first, value);
+    else it->second = metric.higher_is_better ? std::max(it->second, value) : std::min(it->second, value);
+  }
+  if (best.empty()) throw InputError("<command line>", "--where", "no stored point matches");
+  std::vector<results::Series> series;
+  for (const auto& [name, xs] : best) series.push_back({name, {xs.begin(), xs.end()}});
+  const std::string reduce = axes.size() > 1 + (series_axis.empty() ? 0 : 1) ? " (best over the other axes)" : "";
+  const results::ChartText text{fmt::format("{}: {} against {}{}", sweep_name, metric.column, x_axis, reduce),
+                                x_axis + (x_unit.empty() ? "" : " (" + x_unit + ")"), metric.label};
+  write_output(o.out, results::line_chart(text, series, o.log_x));
+  return 0;
+}
+
+int plot_predicted(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  const auto rows = db.compare_rows(o.method);
+  if (rows.empty()) throw InputError(o.db, "", "no measured run has a " + o.method + " run of the same scenario");
+  std::map<std::string, results::Series> by_hw;
+  for (const auto& r : rows) {
+    auto& s = by_hw[text_of(r["hardware"]) + " / " + text_of(r["family"])];
+    s.name = text_of(r["hardware"]) + " / " + text_of(r["family"]);
+    s.points.emplace_back(r["measured_s"].get<double>(), r["predicted_s"].get<double>());
+  }
+  std::vector<results::Series> series;
+  for (auto& [k, s] : by_hw) series.push_back(std::move(s));
+  write_output(o.out, results::scatter_chart({"Predicted (" + o.method + ") against measured step time",
+                                              "measured step time (s)", "predicted step time (s)"},
+                                             series, true));
+  return 0;
+}
+
+int plot_timeline(const DbOptions& o) {
+  const Database db(o.db, Database::Mode::read_only);
+  std::int64_t id = 0;
+  try {
+    id = std::stoll(o.run);
+  } catch (const std::exception&) {
+    throw InputError("<command line>", "RUN", "expected a simulated run id, got \"" + o.run + "\"");
+  }
+  const auto row = db.simulated_run(id);
+  if (!row) throw InputError(o.db, "", fmt::format("no simulated run {}", id));
+  const json result = parse_json_column((*row)["result_json"]);
+  if (!result.contains("timeline") || !result["timeline"].is_array())
+    throw InputError(o.db, fmt::format("run {}", id),
+                     fmt::format("has no timeline (method {}; only simulated runs record one)", text_of((*row)["method"])));
+  std::vector<results::TimelineBar> bars;
+  const std::string where = fmt::format("run {} /timeline", id);
+  for (std::size_t i = 0; i < result["timeline"].size(); ++i) {
+    const auto& e = result["timeline"][i];
+    if (!e.is_object() || !e.contains("gpu") || !e["gpu"].is_number_integer() || !e.contains("start_s") ||
+        !e["start_s"].is_number() || !e.contains("end_s") || !e["end_s"].is_number())
+      throw InputError(o.db, json_path(where, i), "expected {gpu, start_s, end_s, kind}, got " + describe(e));
+    bars.push_back({e["gpu"].get<int>(), e["start_s"].get<double>(), e["end_s"].get<double>(),
+                    e.contains("kind") ? text_of(e["kind"]) : "busy"});
+  }
+  write_output(o.out, results::gantt_chart({fmt::format("Run {}: per-GPU timeline of {}", id,
+                                                        text_of((*row)["scenario_name"])),
+                                            "time (s)", "GPU"},
+                                           bars));
+  return 0;
+}
+
+const Registration db_command{
+    "db", "read the results database: list, show, compare, export, plot; import measured runs",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<DbOptions>();
+      sub.require_subcommand(1);
+      auto with_db = [o](CLI::App* c) {
+        c->add_option("--db", o->db, "results database")->capture_default_str();
+        return c;
+      };
+      auto* list_c = with_db(sub.add_subcommand("list", "runs, newest first (measured runs are mN)"));
+      list_c->add_option("--limit", o->limit, "at most this many rows")->capture_default_str();
+      list_c->add_flag("--json", o->json, "JSON rows");
+      auto* show_c = with_db(sub.add_subcommand("show", "one run with its scenario, result and provenance (JSON)"));
+      show_c->add_option("RUN", o->run, "run id (12) or measured run id (m3)")->required();
+      auto* sweeps_c = with_db(sub.add_subcommand("sweeps", "sweeps with their stored and failed point counts"));
+      sweeps_c->add_flag("--json", o->json, "JSON rows");
+      auto* failed_c = with_db(sub.add_subcommand("failed", "the failed points of a sweep with their errors"));
+      failed_c->add_option("SWEEP", o->sweep, "sweep id")->required();
+      failed_c->add_flag("--json", o->json, "JSON rows");
+      auto* check_c = with_db(sub.add_subcommand("check", "schema version, integrity check and row counts"));
+      auto* compare_c = with_db(sub.add_subcommand("compare", "measured against predicted runs of the same scenario"));
+      compare_c->add_option("--method", o->method, "which predictions (analytical, simulated...)")->capture_default_str();
+      compare_c->add_flag("--json", o->json, "JSON output");
+      auto* export_c = with_db(sub.add_subcommand("export", "simulated runs as CSV or JSON"));
+      export_c->add_flag("--csv", o->csv, "CSV, one row per run, sweep axes as columns");
+      export_c->add_flag("--json", o->json, "JSON array of runs");
+      export_c->add_option("--sweep", o->sweep, "only this sweep's runs");
+      export_c->add_option("--out,-o", o->out, "output file (default: standard output)");
+      auto* import_c = with_db(sub.add_subcommand("import-measured", "import measured runs (clustersim-measured-run/1)"));
+      import_c->add_option("FILE", o->files, "measured-run JSON files")->required();
+      auto* plot_c = sub.add_subcommand("plot", "SVG charts");
+      plot_c->require_subcommand(1);
+      auto* plot_sweep_c = with_db(plot_c->add_subcommand("sweep", "a metric against a sweep axis, one line per series"));
+      plot_sweep_c->add_option("--sweep", o->sweep, "sweep id")->required();
+      plot_sweep_c->add_option("--x", o->x, "axis on x (\"/plan/tp\" or \"tp\")")->required();
+      plot_sweep_c->add_option("--y", o->y, "metric: iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, "
+                                            "model_tflops_per_gpu, mfu, memory_per_gpu_bytes")
+          ->capture_default_str();
+      plot_sweep_c->add_option("--series", o->series, "axis giving one line per value");
+      plot_sweep_c->add_option("--where", o->where, "keep points with FIELD=VALUE (repeatable)");
+      plot_sweep_c->add_flag("--log-x", o->log_x, "logarithmic x axis");
+      plot_sweep_c->add_option("--out,-o", o->out, "SVG file")->required();
+      auto* plot_pm = with_db(plot_c->add_subcommand("predicted-vs-measured", "predicted against measured, with y = x"));
+      plot_pm->add_option("--method", o->method, "which predictions")->capture_default_str();
+      plot_pm->add_option("--out,-o", o->out, "SVG file")->required();
+      auto* plot_tl = with_db(plot_c->add_subcommand("timeline", "per-GPU timeline (Gantt) of a simulated run"));
+      plot_tl->add_option("RUN", o->run, "simulated run id")->required();
+      plot_tl->add_option("--out,-o", o->out, "SVG file")->required();
+      return [=]() -> int {
+        if (list_c->parsed()) return list(*o);
+        if (show_c->parsed()) return show(*o);
+        if (sweeps_c->parsed()) return sweeps(*o);
+        if (failed_c->parsed()) return failed(*o);
+        if (check_c->parsed()) return check(*o);
+        if (compare_c->parsed()) return compare(*o);
+        if (export_c->parsed()) return export_runs(*o);
+        if (import_c->parsed()) return import_measured(*o);
+        if (plot_sweep_c->parsed()) return plot_sweep(*o);
+        if (plot_pm->parsed()) return plot_predicted(*o);
+        if (plot_tl->parsed()) return plot_timeline(*o);
+        return 2;
+      };
+    }};
+
+}  // namespace
+}  // namespace clustersim::cli

@@ -1,0 +1,606 @@
+// The SQLite store: opening with checks, migrations, inserts and the read queries the
+// CLI needs. The schema is documented in results/README.md; the migrations below are
+// its only definition.
+#include "results/store.hpp"
+
+#include <sqlite3.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <variant>
+
+#include "scenarios/diagnostics.hpp"
+
+namespace clustersim::results {
+
+std::string fnv1a64_hex(std::string_view bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string scenario_hash(const nlohmann::json& canonical_scenario) {
+  nlohmann::json j = canonical_scenario;
+  if (j.is_object()) {
+    j.erase("name");
+    j.erase("description");
+  }
+  return fnv1a64_hex(j.dump());
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+namespace {
+
+// Migration i (1-based) takes a database from version i-1 to version i. Never edit a
+// released migration: add the next one.
+const std::array<const char*, schema_version> migrations{R"sql(
+CREATE TABLE scenarios(
+  id INTEGER PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  model_family TEXT NOT NULL,
+  gpu TEXT NOT NULL,
+  gpus INTEGER NOT NULL,
+  canonical_json TEXT NOT NULL);
+CREATE TABLE hardware_profiles(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  status TEXT NOT NULL,
+  provenance_json TEXT NOT NULL,
+  UNIQUE(name, status, provenance_json));
+CREATE TABLE plans(
+  id INTEGER PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  plan_json TEXT NOT NULL);
+CREATE TABLE sweeps(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  file TEXT NOT NULL,
+  spec_hash TEXT NOT NULL UNIQUE,
+  spec_json TEXT NOT NULL,
+  points INTEGER NOT NULL,
+  created_utc TEXT NOT NULL);
+CREATE TABLE simulated_runs(
+  id INTEGER PRIMARY KEY,
+  scenario_id INTEGER NOT NULL REFERENCES scenarios(id),
+  plan_id INTEGER NOT NULL REFERENCES plans(id),
+  hardware_id INTEGER NOT NULL REFERENCES hardware_profiles(id),
+  sweep_id INTEGER REFERENCES sweeps(id),
+  point_index INTEGER,
+  axes_json TEXT,
+  method TEXT NOT NULL,
+  iteration_time_s REAL,
+  tokens_per_s REAL,
+  samples_per_s REAL,
+  tflops_per_gpu REAL,
+  model_tflops_per_gpu REAL,
+  mfu REAL,
+  memory_per_gpu_bytes REAL,
+  fits INTEGER,
+  result_json TEXT NOT NULL,
+  tool_version TEXT NOT NULL,
+  git_revision TEXT NOT NULL,
+  simgrid_version TEXT,
+  simgrid_config_json TEXT,
+  created_utc TEXT NOT NULL);
+CREATE INDEX simulated_runs_by_scenario ON simulated_runs(scenario_id, method);
+CREATE UNIQUE INDEX simulated_runs_one_per_sweep_point
+  ON simulated_runs(sweep_id, scenario_id, method) WHERE sweep_id IS NOT NULL;
+CREATE TABLE failed_points(
+  id INTEGER PRIMARY KEY,
+  sweep_id INTEGER NOT NULL REFERENCES sweeps(id),
+  point_index INTEGER NOT NULL,
+  point_key TEXT NOT NULL,
+  method TEXT NOT NULL,
+  axes_json TEXT NOT NULL,
+  error TEXT NOT NULL,
+  UNIQUE(sweep_id, point_key, method));
+CREATE TABLE measured_runs(
+  id INTEGER PRIMARY KEY,
+  scenario_id INTEGER NOT NULL REFERENCES scenarios(id),
+  name TEXT NOT NULL,
+  source TEXT NOT NULL,
+  file TEXT NOT NULL,
+  gpu TEXT, driver TEXT, cuda TEXT, cudnn TEXT, nccl TEXT, torch TEXT, python TEXT, hostname TEXT,
+  date_utc TEXT NOT NULL,
+  step_time_s REAL NOT NULL,
+  forward_time_s REAL, backward_time_s REAL, optimizer_time_s REAL,
+  peak_memory_bytes REAL, peak_reserved_bytes REAL, tokens_per_s REAL, parameters REAL,
+  steps_measured INTEGER,
+  measured_json TEXT NOT NULL,
+  environment_json TEXT NOT NULL,
+  imported_utc TEXT NOT NULL,
+  UNIQUE(scenario_id, source, name, date_utc));
+CREATE TABLE calibration_samples(
+  id INTEGER PRIMARY KEY,
+  hardware_id INTEGER NOT NULL REFERENCES hardware_profiles(id),
+  kind TEXT NOT NULL,
+  shape_json TEXT NOT NULL,
+  measured_s REAL NOT NULL,
+  predicted_s REAL,
+  source TEXT NOT NULL,
+  created_utc TEXT NOT NULL);
+)sql"};
+
+using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string>;
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+      throw std::runtime_error("SQLite: " + std::string(sqlite3_errmsg(db)) + " in: " + sql);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(std::initializer_list<Value> values) {
+    reset();
+    int i = 1;
+    for (const auto& v : values) {
+      int rc = SQLITE_OK;
+      if (std::holds_alternative<std::nullptr_t>(v)) rc = sqlite3_bind_null(stmt_, i);
+      else if (auto* n = std::get_if<std::int64_t>(&v)) rc = sqlite3_bind_int64(stmt_, i, *n);
+      else if (auto* d = std::get_if<double>(&v)) rc = sqlite3_bind_double(stmt_, i, *d);
+      else {
+        const auto& s = std::get<std::string>(v);
+        rc = sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+      }
+      if (rc != SQLITE_OK) throw std::runtime_error("SQLite bind: " + std::string(sqlite3_errmsg(db_)));
+      ++i;
+    }
+    return *this;
+  }
+  // True while a row is available.
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw std::runtime_error("SQLite: " + std::string(sqlite3_errmsg(db_)));
+  }
+  nlohmann::json row() const {
+    nlohmann::json r = nlohmann::json::object();
+    const int n = sqlite3_column_count(stmt_);
+    for (int c = 0; c < n; ++c) {
+      const char* name = sqlite3_column_name(stmt_, c);
+      switch (sqlite3_column_type(stmt_, c)) {
+        case SQLITE_INTEGER: r[name] = sqlite3_column_int64(stmt_, c); break;
+        case SQLITE_FLOAT: r[name] = sqlite3_column_double(stmt_, c); break;
+        case SQLITE_NULL: r[name] = nullptr; break;
+        default: r[name] = std::string(reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c)),
+                                       static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c)));
+      }
+    }
+    return r;
+  }
+  std::int64_t int64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  std::string text(int c) const {
+    const auto* p = sqlite3_column_text(stmt_, c);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  }
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+Value opt_number(const nlohmann::json& j, const char* key) {
+  if (j.is_object() && j.contains(key) && j[key].is_number()) return j[key].get<double>();
+  return nullptr;
+}
+Value opt_string(const nlohmann::json& j, const char* key) {
+  if (j.is_object() && j.contains(key) && !j[key].is_null())
+    return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+  return nullptr;
+}
+Value opt_dump(const nlohmann::json& j) { return j.is_null() ? Value(nullptr) : Value(j.dump()); }
+
+bool has_sqlite_header(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  return in.gcount() == 16 && std::string_view(head, 16) == std::string_view("SQLite format 3\0", 16);
+}
+
+}  // namespace
+
+struct Database::Impl {
+  sqlite3* db = nullptr;
+  std::string file;
+  // Prepared once per connection: a sweep inserts thousands of rows a second and
+  // preparing the same SQL each time would cost more than the insert.
+  std::map<std::string, std::unique_ptr<Statement>> statements;
+  ~Impl() {
+    statements.clear();
+    sqlite3_close_v2(db);
+  }
+  Statement& cached(const std::string& sql) {
+    auto& st = statements[sql];
+    if (!st) st = std::make_unique<Statement>(db, sql);
+    return *st;
+  }
+
+  void exec(const std::string& sql) const {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      throw std::runtime_error("SQLite: " + msg);
+    }
+  }
+  std::vector<nlohmann::json> rows(const std::string& sql, std::initializer_list<Value> values = {}) const {
+    Statement st(db, sql);
+    st.bind(values);
+    std::vector<nlohmann::json> out;
+    while (st.step()) out.push_back(st.row());
+    return out;
+  }
+  std::int64_t scalar(const std::string& sql, std::initializer_list<Value> values = {}) const {
+    Statement st(db, sql);
+    st.bind(values);
+    return st.step() ? st.int64(0) : 0;
+  }
+  std::string text(const std::string& sql) const {
+    Statement st(db, sql);
+    return st.step() ? st.text(0) : std::string();
+  }
+  // Inserts (ignoring a duplicate) and returns the id of the row with that unique key.
+  std::int64_t put(const std::string& insert, const std::string& select, std::initializer_list<Value> values,
+                   std::initializer_list<Value> key) {
+    Statement& ins = cached(insert);
+    ins.bind(values);
+    ins.step();
+    ins.reset();
+    if (sqlite3_changes(db) == 1) return sqlite3_last_insert_rowid(db);
+    Statement& sel = cached(select);
+    sel.bind(key);
+    if (!sel.step()) throw std::runtime_error("SQLite: row vanished after insert: " + select);
+    const std::int64_t id = sel.int64(0);
+    sel.reset();
+    return id;
+  }
+};
+
+Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<Impl>()), file_(file) {
+  namespace fs = std::filesystem;
+  auto fail = [&](const std::string& msg) { throw InputError(file, "", msg); };
+  std::error_code ec;
+  const bool exists = fs::exists(file, ec);
+  const bool empty = exists && fs::is_regular_file(file, ec) && fs::file_size(file, ec) == 0;
+  if (exists && !fs::is_regular_file(file, ec)) fail("not a regular file");
+  if (!exists && mode == Mode::read_only) fail("no such results database");
+  // SQLite would happily turn a text file into a database on the first write; check
+  // the header first so that a wrong --db argument never damages anything.
+  if (exists && !empty && !has_sqlite_header(file))
+    fail("not a SQLite database (the file does not start with the SQLite header); left untouched");
+
+  const int flags = mode == Mode::read_only ? SQLITE_OPEN_READONLY
+                                            : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (sqlite3_open_v2(file.c_str(), &impl_->db, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
+    fail(std::string("cannot open: ") + sqlite3_errmsg(impl_->db));
+  sqlite3_busy_timeout(impl_->db, 10000);
+  sqlite3_extended_result_codes(impl_->db, 1);
+
+  int version = 0;
+  std::int64_t app = 0, tables = 0;
+  try {
+    version = static_cast<int>(impl_->scalar("PRAGMA user_version"));
+    app = impl_->scalar("PRAGMA application_id");
+    tables = impl_->scalar("SELECT count(*) FROM sqlite_master");
+  } catch (const std::exception& e) {
+    fail(std::string("unreadable or corrupt SQLite database (") + e.what() + "); left untouched");
+  }
+  if (app != 0 && app != application_id)
+    fail("a SQLite database of another application (application_id " + std::to_string(app) + "); left untouched");
+  if (app == 0 && tables > 0)
+    fail("a SQLite database that is not a clustersim results database; left untouched");
+  if (version > schema_version)
+    fail("results database schema version " + std::to_string(version) + " is newer than this clustersim supports (" +
+         std::to_string(schema_version) + "); use a newer clustersim. Left untouched");
+  if (tables > 0) {
+    std::string check;
+    try {
+      check = impl_->text("PRAGMA quick_check");
+    } catch (const std::exception& e) {
+      check = e.what();
+    }
+    if (check != "ok") fail("corrupt results database (" + check + "); left untouched");
+  }
+  if (mode == Mode::read_only) {
+    if (version == 0) fail("empty results database (no schema)");
+    impl_->exec("PRAGMA foreign_keys = ON");
+    return;
+  }
+  // WAL lets readers (db list, plots) run while a sweep writes; NORMAL sync in WAL mode
+  // survives a killed process (not a power cut), which is what a sweep's resume needs.
+  impl_->exec("PRAGMA journal_mode = WAL");
+  impl_->exec("PRAGMA synchronous = NORMAL");
+  impl_->exec("PRAGMA foreign_keys = ON");
+  for (int v = version; v < schema_version; ++v) {
+    impl_->exec("BEGIN IMMEDIATE");
+    try {
+      impl_->exec(migrations[static_cast<std::size_t>(v)]);
+      impl_->exec("PRAGMA user_version = " + std::to_string(v + 1));
+      impl_->exec("PRAGMA application_id = " + std::to_string(application_id));
+      impl_->exec("COMMIT");
+    } catch (...) {
+      impl_->exec("ROLLBACK");
+      throw;
+    }
+  }
+}
+
+Database::~Database() = default;
+
+int Database::version() const { return static_cast<int>(impl_->scalar("PRAGMA user_version")); }
+
+void Database::begin() { impl_->exec("BEGIN IMMEDIATE"); }
+void Database::commit() { impl_->exec("COMMIT"); }
+void Database::rollback() { impl_->exec("ROLLBACK"); }
+
+void RunRecord::prepare() {
+  if (scenario_hash.empty()) scenario_hash = results::scenario_hash(scenario);
+  if (scenario_dump.empty()) scenario_dump = scenario.dump();
+  if (result_dump.empty()) result_dump = result.dump();
+}
+
+void RunRecord::slim() {
+  prepare();
+  nlohmann::json small = nlohmann::json::object();
+  for (const char* k : {"iteration_time_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu", "model_tflops_per_gpu",
+                        "mfu", "memory_per_gpu_bytes", "fits", "plan"})
+    if (auto it = result.find(k); it != result.end()) small[k] = std::move(*it);
+  result = std::move(small);
+  nlohmann::json sc = nlohmann::json::object();
+  for (const char* k : {"name", "model", "cluster", "plan"})
+    if (auto it = scenario.find(k); it != scenario.end()) sc[k] = std::move(*it);
+  scenario = std::move(sc);
+}
+
+std::int64_t Database::put_scenario(const nlohmann::json& c) { return put_scenario(c, scenario_hash(c), c.dump()); }
+
+std::int64_t Database::put_scenario(const nlohmann::json& c, const std::string& hash, const std::string& dump) {
+  const auto& cluster = c.at("cluster");
+  const std::int64_t gpus = cluster.at("nodes").get<std::int64_t>() * cluster.at("gpus_per_node").get<std::int64_t>();
+  return impl_->put(
+      "INSERT OR IGNORE INTO scenarios(hash, name, model_family, gpu, gpus, canonical_json) VALUES(?,?,?,?,?,?)",
+      "SELECT id FROM scenarios WHERE hash = ?",
+      {hash, c.value("name", std::string("unnamed")), c.at("model").at("family").get<std::string>(),
+       cluster.at("gpu").get<std::string>(), gpus, dump},
+      {hash});
+}
+
+std::int64_t Database::put_hardware(const HardwareRecord& h) {
+  const std::string prov = h.provenance.dump();
+  return impl_->put("INSERT OR IGNORE INTO hardware_profiles(name, status, provenance_json) VALUES(?,?,?)",
+                    "SELECT id FROM hardware_profiles WHERE name = ? AND status = ? AND provenance_json = ?",
+                    {h.name, h.status, prov}, {h.name, h.status, prov});
+}
+
+std::int64_t Database::put_plan(const nlohmann::json& plan) {
+  const std::string dump = plan.dump();
+  const std::string hash = fnv1a64_hex(dump);
+  return impl_->put("INSERT OR IGNORE INTO plans(hash, plan_json) VALUES(?,?)", "SELECT id FROM plans WHERE hash = ?",
+                    {hash, dump}, {hash});
+}
+
+std::int64_t Database::add_run(const RunRecord& r) {
+  const std::int64_t scenario_id = r.scenario_hash.empty() || r.scenario_dump.empty()
+                                       ? put_scenario(r.scenario)
+                                       : put_scenario(r.scenario, r.scenario_hash, r.scenario_dump);
+  const std::int64_t plan_id = put_plan(r.result.contains("plan") ? r.result["plan"] : r.scenario.at("plan"));
+  const std::int64_t hardware_id = put_hardware(r.hardware);
+  const auto& res = r.result;
+  Value fits = nullptr;
+  if (res.contains("fits") && res["fits"].is_boolean()) fits = std::int64_t{res["fits"].get<bool>() ? 1 : 0};
+  Statement& st = impl_->cached(
+               "INSERT INTO simulated_runs(scenario_id, plan_id, hardware_id, sweep_id, point_index, axes_json, method,"
+               " iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, model_tflops_per_gpu, mfu,"
+               " memory_per_gpu_bytes, fits, result_json, tool_version, git_revision, simgrid_version,"
+               " simgrid_config_json, created_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  st.bind({scenario_id, plan_id, hardware_id, r.sweep_id ? Value(*r.sweep_id) : Value(nullptr),
+           r.sweep_id ? Value(r.point_index) : Value(nullptr), opt_dump(r.axes), r.method,
+           opt_number(res, "iteration_time_s"), opt_number(res, "tokens_per_s"), opt_number(res, "samples_per_s"),
+           opt_number(res, "tflops_per_gpu"), opt_number(res, "model_tflops_per_gpu"), opt_number(res, "mfu"),
+           opt_number(res, "memory_per_gpu_bytes"), fits, r.result_dump.empty() ? res.dump() : r.result_dump, r.provenance.tool_version,
+           r.provenance.git_revision,
+           r.provenance.simgrid_version.empty() ? Value(nullptr) : Value(r.provenance.simgrid_version),
+           opt_dump(r.provenance.simgrid_config), utc_now()});
+  st.step();
+  st.reset();
+  return sqlite3_last_insert_rowid(impl_->db);
+}
+
+std::int64_t Database::add_measured(const MeasuredRecord& m) {
+  const std::int64_t scenario_id = put_scenario(m.scenario);
+  const auto& me = m.measured;
+  const auto& env = m.environment;
+  Value steps = nullptr;
+  if (me.contains("steps_measured") && me["steps_measured"].is_number_integer())
+    steps = me["steps_measured"].get<std::int64_t>();
+  Value date = opt_string(env, "date_utc");
+  if (std::holds_alternative<std::nullptr_t>(date)) date = std::string();  // NULLs never collide in UNIQUE
+  return impl_->put(
+      "INSERT OR IGNORE INTO measured_runs(scenario_id, name, source, file, gpu, driver, cuda, cudnn, nccl, torch,"
+      " python, hostname, date_utc, step_time_s, forward_time_s, backward_time_s, optimizer_time_s,"
+      " peak_memory_bytes, peak_reserved_bytes, tokens_per_s, parameters, steps_measured, measured_json,"
+      " environment_json, imported_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+      "SELECT id FROM measured_runs WHERE scenario_id = ? AND source = ? AND name = ? AND date_utc = ?",
+      {scenario_id, m.name, m.source, m.file, opt_string(env, "gpu"), opt_string(env, "driver"),
+       opt_string(env, "cuda"), opt_string(env, "cudnn"), opt_string(env, "nccl"), opt_string(env, "torch"), opt_string(env, "python"),
+       opt_string(env, "hostname"), date, opt_number(me, "step_time_s"), opt_number(me, "forward_time_s"),
+       opt_number(me, "backward_time_s"), opt_number(me, "optimizer_time_s"), opt_number(me, "peak_memory_bytes"),
+       opt_number(me, "peak_reserved_bytes"), opt_number(me, "tokens_per_s"), opt_number(me, "parameters"), steps,
+       me.dump(), env.dump(), utc_now()},
+      {scenario_id, m.source, m.name, date});
+}
+
+std::int64_t Database::put_sweep(const std::string& name, const std::string& file, const nlohmann::json& spec,
+                                 std::int64_t points) {
+  const std::string dump = spec.dump();
+  const std::string hash = fnv1a64_hex(dump);
+  return impl_->put(
+      "INSERT OR IGNORE INTO sweeps(name, file, spec_hash, spec_json, points, created_utc) VALUES(?,?,?,?,?,?)",
+      "SELECT id FROM sweeps WHERE spec_hash = ?", {name, file, hash, dump, points, utc_now()}, {hash});
+}
+
+std::int64_t Database::add_calibration_sample(const HardwareRecord& hardware, const std::string& kind,
+                                              const nlohmann::json& shape, double measured_s,
+                                              std::optional<double> predicted_s, const std::string& source) {
+  const std::int64_t hardware_id = put_hardware(hardware);
+  Statement& st = impl_->cached(
+      "INSERT INTO calibration_samples(hardware_id, kind, shape_json, measured_s, predicted_s, source, created_utc)"
+      " VALUES(?,?,?,?,?,?,?)");
+  st.bind({hardware_id, kind, shape.dump(), measured_s, predicted_s ? Value(*predicted_s) : Value(nullptr), source,
+           utc_now()});
+  st.step();
+  st.reset();
+  return sqlite3_last_insert_rowid(impl_->db);
+}
+
+std::vector<nlohmann::json> Database::calibration_samples(const std::string& hardware_name) const {
+  return impl_->rows(
+      "SELECT c.id, h.name AS hardware, h.status, c.kind, c.shape_json, c.measured_s, c.predicted_s, c.source,"
+      " c.created_utc FROM calibration_samples c JOIN hardware_profiles h ON h.id = c.hardware_id"
+      " WHERE h.name = ? ORDER BY c.id",
+      {hardware_name});
+}
+
+void Database::add_failed_point(std::int64_t sweep_id, std::int64_t point_index, const std::string& point_key,
+                                const std::string& method, const nlohmann::json& axes, const std::string& error) {
+  Statement& st = impl_->cached(
+      "INSERT OR IGNORE INTO failed_points(sweep_id, point_index, point_key, method, axes_json, error)"
+      " VALUES(?,?,?,?,?,?)");
+  st.bind({sweep_id, point_index, point_key, method, axes.dump(), error});
+  st.step();
+  st.reset();
+}
+
+std::set<std::string> Database::done_points(std::int64_t sweep_id, const std::string& method) {
+  std::set<std::string> keys;
+  Statement a(impl_->db,
+              "SELECT s.hash FROM simulated_runs r JOIN scenarios s ON s.id = r.scenario_id"
+              " WHERE r.sweep_id = ? AND r.method = ?");
+  a.bind({sweep_id, method});
+  while (a.step()) keys.insert(a.text(0));
+  Statement b(impl_->db, "SELECT point_key FROM failed_points WHERE sweep_id = ? AND method = ?");
+  b.bind({sweep_id, method});
+  while (b.step()) keys.insert(b.text(0));
+  return keys;
+}
+
+std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
+  return impl_->rows(
+      "SELECT * FROM ("
+      " SELECT 'simulated' AS kind, r.id AS id, r.method AS method, s.name AS scenario, s.hash AS scenario_hash,"
+      "  s.model_family AS family, s.gpu AS gpu, s.gpus AS gpus, r.iteration_time_s AS time_s,"
+      "  r.tokens_per_s AS tokens_per_s, r.created_utc AS created_utc"
+      " FROM simulated_runs r JOIN scenarios s ON s.id = r.scenario_id"
+      " UNION ALL"
+      " SELECT 'measured', m.id, m.source, s.name, s.hash, s.model_family, s.gpu, s.gpus, m.step_time_s,"
+      "  m.tokens_per_s, m.imported_utc"
+      " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id)"
+      " ORDER BY created_utc DESC, kind, id DESC LIMIT ?",
+      {limit});
+}
+
+std::optional<nlohmann::json> Database::simulated_run(std::int64_t id) const {
+  auto r = impl_->rows(
+      "SELECT r.*, s.hash AS scenario_hash, s.name AS scenario_name, s.canonical_json AS scenario_json,"
+      " h.name AS hardware_name, h.status AS hardware_status, h.provenance_json AS hardware_provenance_json,"
+      " p.plan_json AS plan_json"
+      " FROM simulated_runs r JOIN scenarios s ON s.id = r.scenario_id"
+      " JOIN hardware_profiles h ON h.id = r.hardware_id JOIN plans p ON p.id = r.plan_id WHERE r.id = ?",
+      {id});
+  if (r.empty()) return std::nullopt;
+  return r.front();
+}
+
+std::optional<nlohmann::json> Database::measured_run(std::int64_t id) const {
+  auto r = impl_->rows(
+      "SELECT m.*, s.hash AS scenario_hash, s.name AS scenario_name, s.canonical_json AS scenario_json"
+      " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id WHERE m.id = ?",
+      {id});
+  if (r.empty()) return std::nullopt;
+  return r.front();
+}
+
+std::vector<nlohmann::json> Database::compare_rows(const std::string& method) const {
+  return impl_->rows(
+      "SELECT m.id AS measured_id, r.id AS simulated_id, s.name AS scenario, s.hash AS scenario_hash,"
+      " s.model_family AS family, COALESCE(m.gpu, s.gpu) AS hardware, s.gpu AS gpu_profile, s.gpus AS gpus,"
+      " m.name AS measured_name, m.step_time_s AS measured_s, r.iteration_time_s AS predicted_s,"
+      " m.peak_memory_bytes AS measured_memory_bytes, r.memory_per_gpu_bytes AS predicted_memory_bytes"
+      " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id"
+      " JOIN simulated_runs r ON r.id = (SELECT max(id) FROM simulated_runs x"
+      "   WHERE x.scenario_id = m.scenario_id AND x.method = ?)"
+      " ORDER BY hardware, family, s.name, m.id",
+      {method});
+}
+
+std::vector<nlohmann::json> Database::export_runs(std::optional<std::int64_t> sweep_id) const {
+  const std::string sql =
+      "SELECT r.id, r.method, r.sweep_id, r.point_index, r.axes_json, s.hash AS scenario_hash, s.name AS scenario,"
+      " s.model_family AS family, s.gpu, s.gpus, p.plan_json, r.iteration_time_s, r.tokens_per_s, r.samples_per_s,"
+      " r.tflops_per_gpu, r.model_tflops_per_gpu, r.mfu, r.memory_per_gpu_bytes, r.fits, r.tool_version,"
+      " r.git_revision, r.simgrid_version, r.created_utc"
+      " FROM simulated_runs r JOIN scenarios s ON s.id = r.scenario_id JOIN plans p ON p.id = r.plan_id";
+  if (sweep_id) return impl_->rows(sql + " WHERE r.sweep_id = ? ORDER BY r.point_index, r.id", {*sweep_id});
+  return impl_->rows(sql + " ORDER BY r.id");
+}
+
+std::vector<nlohmann::json> Database::sweeps() const {
+  return impl_->rows(
+      "SELECT w.id, w.name, w.file, w.points, w.created_utc,"
+      " (SELECT count(*) FROM simulated_runs r WHERE r.sweep_id = w.id) AS stored,"
+      " (SELECT count(*) FROM failed_points f WHERE f.sweep_id = w.id) AS failed FROM sweeps w ORDER BY w.id");
+}
+
+std::vector<nlohmann::json> Database::failed_points(std::int64_t sweep_id) const {
+  return impl_->rows("SELECT point_index, method, axes_json, error FROM failed_points WHERE sweep_id = ?"
+                     " ORDER BY point_index",
+                     {sweep_id});
+}
+
+std::int64_t Database::count(std::string_view table) const {
+  static const std::set<std::string_view> known{"scenarios",    "hardware_profiles", "plans",
+                                                "sweeps",       "simulated_runs",    "failed_points",
+                                                "measured_runs", "calibration_samples"};
+  if (!known.count(table)) throw std::invalid_argument("unknown table " + std::string(table));
+  return impl_->scalar("SELECT count(*) FROM " + std::string(table));
+}
+
+std::string Database::integrity_check() const {
+  std::string out;
+  for (const auto& r : impl_->rows("PRAGMA integrity_check")) {
+    if (!out.empty()) out += "; ";
+    out += r.begin()->get<std::string>();
+  }
+  return out;
+}
+
+std::vector<nlohmann::json> Database::query(const std::string& sql) const { return impl_->rows(sql); }
+
+}  // namespace clustersim::results

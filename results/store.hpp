@@ -1,0 +1,136 @@
+// The results database: one SQLite file holding scenarios, hardware profiles, plans,
+// simulated (and analytical) runs, measured runs, sweeps and calibration samples, with
+// a versioned schema and forward-only migrations (results/README.md documents both).
+//
+// Opening never modifies a file it cannot vouch for: a file that is not SQLite, a
+// SQLite file of another application, a corrupt file or one from a newer schema is an
+// InputError and the file is left byte for byte as it was.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace clustersim::results {
+
+// The schema this build writes. Version N is reached from 0 by migrations 1..N.
+inline constexpr int schema_version = 1;
+// PRAGMA application_id of a clustersim database ("CSIM"), so that another program's
+// SQLite file is recognised and left alone.
+inline constexpr std::int32_t application_id = 0x4353494d;
+
+// 64-bit FNV-1a of `bytes`, as 16 lower-case hex digits.
+std::string fnv1a64_hex(std::string_view bytes);
+// Identity of a scenario: FNV-1a 64 of the canonical JSON (scenarios::to_json, keys
+// sorted, compact dump) with "name" and "description" removed, since neither changes
+// what is computed. Equal hashes join simulated and measured runs.
+std::string scenario_hash(const nlohmann::json& canonical_scenario);
+
+// UTC now as "2026-11-26T01:40:00Z".
+std::string utc_now();
+
+struct HardwareRecord {
+  std::string name;             // profile name ("a100-sxm4-80gb")
+  std::string status;           // "datasheet", "calibrated"
+  nlohmann::json provenance = nlohmann::json::object();  // sources, calibration id...
+};
+
+struct Provenance {
+  std::string tool_version, git_revision;
+  std::string simgrid_version;                            // empty unless simulated
+  nlohmann::json simgrid_config = nlohmann::json();       // null unless simulated
+};
+
+struct RunRecord {
+  std::string method;           // "analytical", "simulated", "search"
+  nlohmann::json scenario;      // canonical scenario (to_json)
+  nlohmann::json result;        // the run's whole JSON output
+  HardwareRecord hardware;
+  Provenance provenance;
+  std::optional<std::int64_t> sweep_id;
+  std::int64_t point_index = -1;
+  nlohmann::json axes = nlohmann::json();  // the sweep axis values of this point
+  // Filled by prepare(): serialisation done by the producer (a sweep's worker
+  // threads) rather than by the single writer.
+  std::string scenario_hash, scenario_dump, result_dump;
+  void prepare();
+  // After prepare(): keeps only what add_run reads besides the dumps (the headline
+  // figures and the plan), so that the big documents are freed by the producer.
+  void slim();
+};
+
+struct MeasuredRecord {
+  std::string name, source, file;
+  nlohmann::json scenario;      // canonical, completed scenario
+  nlohmann::json measured;      // the "measured" object as imported
+  nlohmann::json environment;   // the "environment" object as imported
+};
+
+class Database {
+ public:
+  enum class Mode { read_write, read_only };
+  // read_write creates the file when missing and migrates an older schema;
+  // read_only requires an existing database of this schema version or older.
+  Database(const std::string& file, Mode mode);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  const std::string& file() const { return file_; }
+  int version() const;
+
+  // Writes go through transactions; callers batch many inserts in one.
+  void begin();
+  void commit();
+  void rollback();
+
+  std::int64_t put_scenario(const nlohmann::json& canonical);  // idempotent, returns id
+  std::int64_t put_scenario(const nlohmann::json& canonical, const std::string& hash, const std::string& dump);
+  std::int64_t put_hardware(const HardwareRecord& h);          // idempotent
+  std::int64_t put_plan(const nlohmann::json& plan);           // idempotent
+  std::int64_t add_run(const RunRecord& r);
+  // Idempotent on (scenario, source, name, date): a re-import returns the existing id.
+  std::int64_t add_measured(const MeasuredRecord& m);
+  // A sweep is identified by the hash of its expanded specification; a rerun of the
+  // same sweep file gets the same id back.
+  std::int64_t put_sweep(const std::string& name, const std::string& file, const nlohmann::json& spec,
+                         std::int64_t points);
+  // One kernel or collective timing on a hardware profile (for calibration).
+  std::int64_t add_calibration_sample(const HardwareRecord& hardware, const std::string& kind,
+                                      const nlohmann::json& shape, double measured_s, std::optional<double> predicted_s,
+                                      const std::string& source);
+  std::vector<nlohmann::json> calibration_samples(const std::string& hardware_name) const;
+  void add_failed_point(std::int64_t sweep_id, std::int64_t point_index, const std::string& point_key,
+                        const std::string& method, const nlohmann::json& axes, const std::string& error);
+  // Keys of the points of a sweep already stored for `method`: scenario hashes of
+  // runs and point keys of failures. A resumed sweep skips them.
+  std::set<std::string> done_points(std::int64_t sweep_id, const std::string& method);
+
+  // Reading. Rows are JSON objects whose keys are the column names.
+  std::vector<nlohmann::json> list_runs(std::int64_t limit) const;  // simulated and measured, newest first
+  std::optional<nlohmann::json> simulated_run(std::int64_t id) const;
+  std::optional<nlohmann::json> measured_run(std::int64_t id) const;
+  // Every measured run with the latest simulated run of `method` for the same scenario.
+  std::vector<nlohmann::json> compare_rows(const std::string& method) const;
+  // Simulated runs (all, or one sweep's), with scenario columns and axes, by id.
+  std::vector<nlohmann::json> export_runs(std::optional<std::int64_t> sweep_id) const;
+  std::vector<nlohmann::json> sweeps() const;
+  std::vector<nlohmann::json> failed_points(std::int64_t sweep_id) const;
+  std::int64_t count(std::string_view table) const;
+  // "ok" or SQLite's list of problems.
+  std::string integrity_check() const;
+
+  // Runs one statement and returns its rows (for tests and ad-hoc reading).
+  std::vector<nlohmann::json> query(const std::string& sql) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string file_;
+};
+
+}  // namespace clustersim::results

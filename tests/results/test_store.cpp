@@ -1,0 +1,243 @@
+// The results database: schema and migrations, idempotent inserts, the hash that joins
+// runs, and the refusal to touch files that are not (or not yet) ours.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "results/store.hpp"
+#include "scenarios/diagnostics.hpp"
+#include "scenarios/scenario.hpp"
+
+namespace fs = std::filesystem;
+using clustersim::results::Database;
+
+namespace {
+fs::path fresh(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("clustersim-results-" + name);
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
+  return p;
+}
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+clustersim::results::RunRecord sample_run(const nlohmann::json& scenario, double time) {
+  clustersim::results::RunRecord r;
+  r.method = "analytical";
+  r.scenario = scenario;
+  r.result = {{"iteration_time_s", time}, {"tokens_per_s", 1000.0 / time}, {"fits", true}};
+  r.hardware = {"a100-sxm4-80gb", "datasheet", {{"sources", {"datasheet"}}}};
+  r.provenance = {"0.1.0", "abc", "", nullptr};
+  return r;
+}
+}  // namespace
+
+TEST_CASE("FNV-1a 64 matches the published test vectors", "[results]") {
+  // Vectors from the FNV reference (Fowler, Noll, Vo): "" and "a".
+  CHECK(clustersim::results::fnv1a64_hex("") == "cbf29ce484222325");
+  CHECK(clustersim::results::fnv1a64_hex("a") == "af63dc4c8601ec8c");
+  CHECK(clustersim::results::fnv1a64_hex("foobar") == "85944171f73967e8");
+}
+
+TEST_CASE("the scenario hash ignores name and description only", "[results]") {
+  const auto s = clustersim::default_scenario();
+  auto a = clustersim::to_json(s);
+  auto b = a;
+  b["name"] = "another name";
+  b["description"] = "another description";
+  CHECK(clustersim::results::scenario_hash(a) == clustersim::results::scenario_hash(b));
+  b["plan"]["zero"] = 2;
+  CHECK(clustersim::results::scenario_hash(a) != clustersim::results::scenario_hash(b));
+}
+
+TEST_CASE("a new database gets the current schema, WAL and foreign keys", "[results]") {
+  const auto file = fresh("new.db");
+  Database db(file.string(), Database::Mode::read_write);
+  CHECK(db.version() == clustersim::results::schema_version);
+  CHECK(db.query("PRAGMA journal_mode").front()["journal_mode"] == "wal");
+  CHECK(db.query("PRAGMA foreign_keys").front()["foreign_keys"] == 1);
+  CHECK(db.query("PRAGMA application_id").front()["application_id"] == clustersim::results::application_id);
+  for (const char* table : {"scenarios", "hardware_profiles", "plans", "sweeps", "simulated_runs", "failed_points",
+                            "measured_runs", "calibration_samples"})
+    CHECK(db.count(table) == 0);
+  // A foreign key that points nowhere is refused.
+  CHECK_THROWS(db.query("INSERT INTO calibration_samples(hardware_id, kind, shape_json, measured_s, source, "
+                        "created_utc) VALUES(42, 'gemm', '{}', 1.0, 'x', 'now')"));
+  CHECK(db.integrity_check() == "ok");
+}
+
+TEST_CASE("scenarios, plans and hardware are stored once; runs reference them", "[results]") {
+  const auto file = fresh("runs.db");
+  Database db(file.string(), Database::Mode::read_write);
+  const auto sc = clustersim::to_json(clustersim::default_scenario());
+  db.begin();
+  const auto r1 = db.add_run(sample_run(sc, 2.0));
+  auto renamed = sc;
+  renamed["name"] = "same physics";
+  const auto r2 = db.add_run(sample_run(renamed, 3.0));
+  db.commit();
+  CHECK(r1 != r2);
+  CHECK(db.count("scenarios") == 1);
+  CHECK(db.count("plans") == 1);
+  CHECK(db.count("hardware_profiles") == 1);
+  CHECK(db.count("simulated_runs") == 2);
+  const auto run = db.simulated_run(r2);
+  REQUIRE(run);
+  CHECK((*run)["iteration_time_s"] == 3.0);
+  CHECK((*run)["scenario_hash"] == clustersim::results::scenario_hash(sc));
+  CHECK(nlohmann::json::parse((*run)["result_json"].get<std::string>())["tokens_per_s"] == Approx(1000.0 / 3.0));
+  CHECK_FALSE(db.simulated_run(999));
+}
+
+TEST_CASE("a measured run joins the simulated run of the same scenario", "[results]") {
+  const auto file = fresh("compare.db");
+  Database db(file.string(), Database::Mode::read_write);
+  const auto sc = clustersim::to_json(clustersim::default_scenario());
+  db.add_run(sample_run(sc, 2.0));
+  clustersim::results::MeasuredRecord m{"m", "bench", "m.json", sc, {{"step_time_s", 2.5}},
+                                        {{"gpu", "A100"}, {"nccl", "2.21.5"}}};
+  const auto id = db.add_measured(m);
+  CHECK(db.add_measured(m) == id);  // re-import is idempotent
+  const auto rows = db.compare_rows("analytical");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["measured_s"] == 2.5);
+  CHECK(rows[0]["predicted_s"] == 2.0);
+  CHECK(rows[0]["hardware"] == "A100");
+  CHECK((*db.measured_run(id))["nccl"] == "2.21.5");
+  CHECK(db.compare_rows("simulated").empty());
+}
+
+TEST_CASE("calibration samples reference their hardware profile", "[results]") {
+  const auto file = fresh("calibration.db");
+  Database db(file.string(), Database::Mode::read_write);
+  const clustersim::results::HardwareRecord h{"h100-sxm5-80gb", "datasheet", {{"sources", {"datasheet"}}}};
+  db.begin();
+  db.add_calibration_sample(h, "gemm", {{"m", 4096}, {"n", 4096}, {"k", 4096}}, 1.9e-4, 1.8e-4, "cublas-bench");
+  db.add_calibration_sample(h, "allreduce", {{"bytes", 1 << 30}, {"gpus", 8}}, 5.1e-3, std::nullopt, "nccl-tests");
+  db.commit();
+  CHECK(db.count("hardware_profiles") == 1);
+  const auto rows = db.calibration_samples("h100-sxm5-80gb");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["kind"] == "gemm");
+  CHECK(rows[0]["predicted_s"] == 1.8e-4);
+  CHECK(rows[1]["predicted_s"].is_null());
+  CHECK(db.calibration_samples("a100-sxm4-80gb").empty());
+}
+
+TEST_CASE("a sweep reopened by its specification resumes with its completed points", "[results]") {
+  const auto file = fresh("sweep.db");
+  Database db(file.string(), Database::Mode::read_write);
+  const auto sc = clustersim::to_json(clustersim::default_scenario());
+  const nlohmann::json spec{{"axes", "x"}};
+  const auto sweep = db.put_sweep("s", "s.json", spec, 2);
+  CHECK(db.put_sweep("s", "s.json", spec, 2) == sweep);
+  auto r = sample_run(sc, 1.0);
+  r.sweep_id = sweep;
+  r.point_index = 0;
+  db.add_run(r);
+  CHECK_THROWS(db.add_run(r));  // the same point twice in one sweep is refused by the schema
+  db.add_failed_point(sweep, 1, "badkey", "analytical", {{"tp", 3}}, "tp does not divide heads");
+  const auto done = db.done_points(sweep, "analytical");
+  CHECK(done == std::set<std::string>{clustersim::results::scenario_hash(sc), "badkey"});
+  CHECK(db.done_points(sweep, "simulated").empty());
+}
+
+TEST_CASE("non-SQLite, foreign, corrupt and newer databases are refused and left untouched", "[results]") {
+  using clustersim::InputError;
+  SECTION("a text file") {
+    const auto file = fresh("text.db");
+    std::ofstream(file) << "name,value\nx,1\n";
+    const auto before = bytes_of(file);
+    CHECK_THROWS_WITH(Database(file.string(), Database::Mode::read_write), Catch::Contains("not a SQLite database"));
+    CHECK(bytes_of(file) == before);
+    CHECK_FALSE(fs::exists(file.string() + "-wal"));
+  }
+  SECTION("a newer schema") {
+    const auto file = fresh("newer.db");
+    {
+      Database db(file.string(), Database::Mode::read_write);
+      db.query("PRAGMA user_version = 99");
+    }
+    const auto before = bytes_of(file);
+    CHECK_THROWS_WITH(Database(file.string(), Database::Mode::read_write),
+                      Catch::Contains("schema version 99 is newer"));
+    CHECK(bytes_of(file) == before);
+  }
+  SECTION("a corrupt file") {
+    const auto file = fresh("corrupt.db");
+    {
+      Database db(file.string(), Database::Mode::read_write);
+      const auto sc = clustersim::to_json(clustersim::default_scenario());
+      db.begin();
+      for (int i = 0; i < 200; ++i) {
+        auto s = sc;
+        s["simulation"]["seed"] = i;
+        db.add_run(sample_run(s, 1.0 + i));
+      }
+      db.commit();
+      db.query("PRAGMA wal_checkpoint(TRUNCATE)");
+    }
+    REQUIRE(fs::file_size(file) > 8192);
+    {
+      // Scribble over the second page (a b-tree page) and keep the header intact.
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(4096 + 8);
+      const std::string junk(3000, '\x5a');
+      f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    }
+    const auto before = bytes_of(file);
+    CHECK_THROWS_WITH(Database(file.string(), Database::Mode::read_write), Catch::Contains("corrupt"));
+    CHECK(bytes_of(file) == before);
+  }
+  SECTION("another application's database") {
+    const auto file = fresh("foreign.db");
+    {
+      Database db(file.string(), Database::Mode::read_write);
+      db.query("PRAGMA application_id = 1234");
+    }
+    const auto before = bytes_of(file);
+    CHECK_THROWS_WITH(Database(file.string(), Database::Mode::read_only), Catch::Contains("another application"));
+    CHECK(bytes_of(file) == before);
+  }
+  SECTION("a missing file read-only") {
+    const auto file = fresh("missing.db");
+    CHECK_THROWS_AS(Database(file.string(), Database::Mode::read_only), InputError);
+    CHECK_FALSE(fs::exists(file));
+  }
+}
+
+TEST_CASE("a reader sees committed runs while a writer inserts", "[results]") {
+  const auto file = fresh("concurrent.db");
+  { Database init(file.string(), Database::Mode::read_write); }
+  const auto sc = clustersim::to_json(clustersim::default_scenario());
+  constexpr int batches = 40, per_batch = 25;
+  std::thread writer([&] {
+    Database db(file.string(), Database::Mode::read_write);
+    for (int b = 0; b < batches; ++b) {
+      db.begin();
+      for (int i = 0; i < per_batch; ++i) {
+        auto s = sc;
+        s["simulation"]["seed"] = b * per_batch + i;
+        db.add_run(sample_run(s, 1.0));
+      }
+      db.commit();
+    }
+  });
+  Database reader(file.string(), Database::Mode::read_only);
+  std::int64_t last = 0;
+  int reads = 0;
+  while (last < batches * per_batch) {
+    const std::int64_t n = reader.count("simulated_runs");
+    // Only whole transactions are visible: counts are multiples of a batch and never go back.
+    CHECK(n % per_batch == 0);
+    CHECK(n >= last);
+    last = n;
+    ++reads;
+  }
+  writer.join();
+  INFO("reads while writing: " << reads);
+  CHECK(reader.count("simulated_runs") == batches * per_batch);
+  CHECK(reader.integrity_check() == "ok");
+}
