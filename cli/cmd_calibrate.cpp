@@ -1,4 +1,7 @@
-// clustersim calibrate fit MICROBENCH.json [--base PROFILE] [--name NAME] [--out FILE]
+// clustersim calibrate import MICROBENCH.json [--attention SDPA.json] --profile NAME [--db DB]
+// stores the samples in the results database.
+// clustersim calibrate fit (MICROBENCH.json [--attention SDPA.json] | --db DB --hardware NAME)
+//   [--base PROFILE] [--name NAME] [--out FILE]
 // fits a GPU profile to microbenchmark measurements and reports its error on the
 // held-back samples.
 // clustersim calibrate fit-collectives NCCL_BENCH.json [--base PROFILE] [--out FILE]
@@ -9,7 +12,9 @@
 #include <fstream>
 #include <memory>
 
+#include "cli/calibration_store.hpp"
 #include "cli/command.hpp"
+#include "cli/store.hpp"
 #include "costmodel/calibration.hpp"
 #include "costmodel/collective_fit.hpp"
 #include "scenarios/diagnostics.hpp"
@@ -19,8 +24,25 @@ namespace {
 
 struct FitCommand {
   std::string data_file, attention_file, base = "h100-sxm5-80gb-datasheet", name, out;
+  std::string db, hardware;  // fit from samples stored by `calibrate import`
   int holdout = 5;
 };
+
+struct ImportCommand {
+  std::string data_file, attention_file, profile, db = default_db_file;
+};
+
+int import(const ImportCommand& c) {
+  const auto profile = find_gpu_profile(c.profile);
+  if (!profile)
+    throw InputError("<command line>", "--profile", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.profile));
+  Microbenchmarks data = read_microbenchmarks(c.data_file);
+  if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
+  const ImportCount n = import_calibration_samples(c.db, data, *profile);
+  fmt::print("{}: stored {} calibration samples for {} ({} already there, skipped)\n", c.db, n.stored, profile->name,
+             n.skipped);
+  return 0;
+}
 
 std::string row(const char* what, const ErrorStats& e) {
   return fmt::format("  {:<34} n={:<4} median {:5.2f}%  p90 {:6.2f}%  max {:6.2f}%\n", what, e.count, 100 * e.median,
@@ -30,8 +52,15 @@ std::string row(const char* what, const ErrorStats& e) {
 int fit(const FitCommand& c) {
   const auto base = find_gpu_profile(c.base);
   if (!base) throw InputError("<command line>", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
-  Microbenchmarks data = read_microbenchmarks(c.data_file);
-  if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
+  Microbenchmarks data;
+  if (!c.db.empty()) {
+    if (c.hardware.empty()) throw InputError("<command line>", "--hardware", "--db needs --hardware NAME");
+    data = load_calibration_samples(c.db, c.hardware);
+  } else {
+    if (c.data_file.empty()) throw InputError("<command line>", "FILE", "give a microbenchmark file or --db and --hardware");
+    data = read_microbenchmarks(c.data_file);
+    if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
+  }
   FitReport rep;
   const GpuProfile fitted = fit_profile(*base, data, {c.holdout, c.name}, &rep);
   fmt::print("calibrated profile {} from {} ({} GEMM and {} memory-bound samples, every {}th held back)\n",
@@ -118,7 +147,9 @@ const Registration calibrate_command{
       sub.require_subcommand(1);
       auto c = std::make_shared<FitCommand>();
       auto* f = sub.add_subcommand("fit", "fit a profile to a clustersim-microbench JSON file");
-      f->add_option("FILE", c->data_file, "microbenchmark results (calibration/data/...)")->required();
+      f->add_option("FILE", c->data_file, "microbenchmark results (calibration/data/...)");
+      f->add_option("--db", c->db, "fit the samples stored in this database instead of a file");
+      f->add_option("--hardware", c->hardware, "with --db: the profile name the samples were imported under");
       f->add_option("--attention", c->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
       f->add_option("--base", c->base, "profile whose datasheet figures the fit starts from");
       f->add_option("--name", c->name, "name of the fitted profile (default: the base's)");
@@ -134,7 +165,16 @@ const Registration calibrate_command{
       fc->add_option("--fit-out", cc->fit_out, "write the fit (with the efficiency-by-size curve) to this file");
       fc->add_option("--holdout", cc->holdout, "hold back every Nth sample for the error report (0: none)")
           ->check(CLI::Range(0, 1000));
-      return [c, f, cc, fc] { return f->parsed() ? fit(*c) : fc->parsed() ? fit_collectives_command(*cc) : 2; };
+      auto ic = std::make_shared<ImportCommand>();
+      auto* im = sub.add_subcommand("import", "store a microbenchmark run's samples in the results database");
+      im->add_option("FILE", ic->data_file, "microbenchmark results (clustersim-microbench JSON)")->required();
+      im->add_option("--attention", ic->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
+      im->add_option("--profile", ic->profile, "GPU profile the samples belong to (and that predicts them)")->required();
+      im->add_option("--db", ic->db, "results database")->capture_default_str();
+      return [c, f, cc, fc, ic, im] {
+        if (im->parsed()) return import(*ic);
+        return f->parsed() ? fit(*c) : fc->parsed() ? fit_collectives_command(*cc) : 2;
+      };
     }};
 
 }  // namespace

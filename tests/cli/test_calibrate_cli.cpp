@@ -1,0 +1,55 @@
+// calibrate import / fit --db end to end: samples go into the database once, and a fit
+// from the database is the fit from the files.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+int run(const std::string& args, std::string* out = nullptr) {
+  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+  const int status = pclose(pipe);
+  if (out) *out = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+nlohmann::json without_sources(nlohmann::json p) {
+  p.erase("sources");
+  p["calibration"].erase("source");
+  p["calibration"]["attention"].erase("source");
+  return p;
+}
+}  // namespace
+
+TEST_CASE("calibrate import stores samples once; fit --db equals fit from the files", "[cli][calibration]") {
+  const std::string data = std::string(CLUSTERSIM_SOURCE_DIR) + "/calibration/data/h100-sxm5-80gb/";
+  const std::string files = data + "microbench-2026-11-26.json --attention " + data + "sdpa-flash-2026-11-26.json";
+  const fs::path dir = fs::temp_directory_path() / "clustersim-calibrate-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "cal.db").string();
+  std::string out;
+  REQUIRE(run("calibrate import " + files + " --profile h100-sxm5-80gb --db " + db, &out) == 0);
+  INFO(out);
+  // 385 GEMMs + 99 memory-bound kernels + 1 launch gap + 30 attention shapes.
+  CHECK_THAT(out, Catch::Contains("stored 515 calibration samples") && Catch::Contains("0 already there"));
+  REQUIRE(run("calibrate import " + files + " --profile h100-sxm5-80gb --db " + db, &out) == 0);
+  CHECK_THAT(out, Catch::Contains("stored 0 calibration samples") && Catch::Contains("515 already there"));
+
+  const std::string a = (dir / "from-files.json").string(), b = (dir / "from-db.json").string();
+  REQUIRE(run("calibrate fit " + files + " --name x --out " + a, &out) == 0);
+  REQUIRE(run("calibrate fit --db " + db + " --hardware h100-sxm5-80gb --name x --out " + b, &out) == 0);
+  const auto pa = nlohmann::json::parse(std::ifstream(a)), pb = nlohmann::json::parse(std::ifstream(b));
+  CHECK(without_sources(pa).dump() == without_sources(pb).dump());
+
+  CHECK(run("calibrate fit --db " + db + " --hardware a100-sxm4-80gb", &out) == 1);
+  CHECK_THAT(out, Catch::Contains("no complete microbenchmark samples"));
+  fs::remove_all(dir);
+}
