@@ -48,7 +48,8 @@ const AlgorithmInfo* find_collective_algorithm(std::string_view name);
 // send-recv always use their own algorithms; a kind the chosen algorithm does not
 // implement falls back to ring-pipelined. "auto" picks what NCCL's tuner would on the
 // closed forms: the double binary tree for latency-bound all-reduces, otherwise the
-// pipelined ring.
+// pipelined ring, aggregated to one activity (node-aggregated) when every group sits
+// inside one switched node.
 void run_collective(Network& net, std::string_view setting, const CollectiveCall& call);
 
 // Algorithm bodies (one file each under sim/collectives/).
@@ -56,6 +57,7 @@ void ring_stepwise(Network& net, const CollectiveCall& call);
 void ring_pipelined(Network& net, const CollectiveCall& call);
 void double_binary_tree(Network& net, const CollectiveCall& call);
 void hierarchical(Network& net, const CollectiveCall& call);
+void node_aggregated(Network& net, const CollectiveCall& call);
 void all_to_all_direct(Network& net, const CollectiveCall& call);
 void point_to_point(Network& net, const CollectiveCall& call);
 

@@ -48,7 +48,10 @@ void Network::run(const std::vector<Flow>& flows, const std::string& label) {
     bytes_ += double(bytes);
   }
   if (comms.empty()) return;
-  sg4::Comm::wait_all(comms);
+  if (comms.size() == 1)
+    comms.front()->wait();
+  else
+    sg4::Comm::wait_all(comms);
   if (trace_)
     for (std::size_t i = 0; i < comms.size(); ++i)
       trace_->slice(started[i]->src, Stream::network, fmt::format("{} -> gpu {}", label, started[i]->dst), start,

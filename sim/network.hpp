@@ -40,6 +40,9 @@ class Network {
   std::int64_t gpus() const { return static_cast<std::int64_t>(platform_.gpus.size()); }
   std::int64_t gpus_per_node() const { return platform_.gpus_per_node; }
   std::int64_t node_of(std::int64_t rank) const { return rank / platform_.gpus_per_node; }
+  // Whether GPUs inside a node reach each other through a switch (own port per GPU).
+  bool switched_nodes() const { return platform_.switched_nodes; }
+  bool tracing() const { return trace_ != nullptr; }
   std::int64_t flows_started() const { return flows_; }
   Bytes bytes_sent() const { return bytes_; }
   // Every link that carried traffic, sorted by name.

@@ -44,6 +44,7 @@ struct Builder {
 Platform build_platform(const ClusterModel& c) {
   Platform p;
   p.gpus_per_node = c.gpus_per_node;
+  p.switched_nodes = c.fabric != Fabric::nvlink_mesh;
   auto* zone = sg4::create_dijkstra_zone("cluster", true);
   Builder b{zone};
   const i64 gpn = c.gpus_per_node;

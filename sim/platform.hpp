@@ -40,6 +40,7 @@ struct Platform {
   std::vector<simgrid::s4u::Host*> gpus;  // by global rank
   std::int64_t gpus_per_node = 1;
   std::int64_t links = 0;
+  bool switched_nodes = true;  // nvswitch or pcie switch (not a direct mesh)
   nlohmann::json description;  // what was built, for provenance
 };
 

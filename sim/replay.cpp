@@ -92,7 +92,7 @@ struct Replay::Impl {
       }
     }
     if (!seg.comm.active()) return;
-    const std::string label = fmt::format("{} mb{}", to_string(seg.comm.kind), mb);
+    const std::string label = trace ? fmt::format("{} mb{}", to_string(seg.comm.kind), mb) : std::string();
     if (seg.comm.group == CommGroup::tp) {
       const double t0 = now();
       run_collective(net, plan.collectives, {seg.comm.kind, seg.comm.bytes, {g.ranks}, label});
@@ -116,7 +116,8 @@ struct Replay::Impl {
     const Bytes bytes = plan.stages[static_cast<std::size_t>(g.stage)].chunks[static_cast<std::size_t>(chunk)].send_bytes /
                         double(plan.tp);
     const double t0 = now();
-    CollectiveCall call{Collective::send_recv, bytes, {}, fmt::format("{} mb{} to stage {}", forward ? "act" : "grad", mb, to_stage)};
+    CollectiveCall call{Collective::send_recv, bytes, {}, 
+                        trace ? fmt::format("{} mb{} to stage {}", forward ? "act" : "grad", mb, to_stage) : std::string()};
     for (i64 t = 0; t < plan.tp; ++t) call.groups.push_back({g.ranks[static_cast<std::size_t>(t)], rank(to_stage, g.replica, t)});
     run_collective(net, plan.collectives, call);
     g.st.pp_comm += now() - t0;
@@ -137,7 +138,7 @@ struct Replay::Impl {
     if (plan.tp > 1 && !plan.sequence_parallel) {
       const double t0 = now();
       const Bytes act = plan.stages[static_cast<std::size_t>(g.stage)].chunks[static_cast<std::size_t>(chunk)].send_bytes;
-      const std::string label = fmt::format("gather {} mb{}", forward ? "act" : "grad", mb);
+      const std::string label = trace ? fmt::format("gather {} mb{}", forward ? "act" : "grad", mb) : std::string();
       run_collective(net, plan.collectives, {Collective::all_gather, act, {g.ranks}, label});
       g.st.pp_comm += now() - t0;
       slice(g, Stream::pp_comm, label, t0, now());

@@ -20,6 +20,10 @@ const std::vector<AlgorithmInfo>& collective_algorithms() {
        "each node",
        {C::all_reduce},
        hierarchical},
+      {"node-aggregated",
+       "ring inside one node as one activity: one representative edge flow per phase plus the per-step latencies",
+       {C::all_reduce, C::all_gather, C::reduce_scatter, C::broadcast},
+       node_aggregated},
       {"p2p", "one flow from the first to the second rank of each group (pipeline sends)", {C::send_recv},
        point_to_point},
       {"ring", "NCCL ring, step by step: 2(n-1) (all-reduce) or n-1 synchronised steps of one flow per edge",
@@ -84,6 +88,10 @@ void run_collective(Network& net, std::string_view setting, const CollectiveCall
   std::string_view name = setting;
   if (setting == "auto") {
     name = "ring-pipelined";
+    const bool single_node = net.switched_nodes() && std::all_of(call.groups.begin(), call.groups.end(), [&](const auto& g) {
+      return std::all_of(g.begin(), g.end(), [&](std::int64_t r) { return net.node_of(r) == net.node_of(g.front()); });
+    });
+    if (single_node) name = "node-aggregated";
     if (call.kind == Collective::all_reduce) {
       // Ring 2(n-1)/n B/bw + 2(n-1) a against tree 2 B/bw + 2 ceil(log2 n) a: the tree
       // wins when B/(n bw) < a (n - 1 - ceil(log2 n)). Judged on the first edge's route.
