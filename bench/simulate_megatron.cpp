@@ -27,12 +27,12 @@ int main(int argc, char** argv) {
   const auto run = [](const Scenario& s) {
     const auto r = sim::simulate(s);
     const auto& st = r["simulator"];
-    fmt::print("{:>6} GPUs  dp {:>3}  iteration {:8.3f} s (estimator {:8.3f} s)  wall {:7.2f} s  flows {:>9}  "
-               "events {:>9}  {:>9.0f} events/s\n",
+    fmt::print("{:>6} GPUs  dp {:>3}  iteration {:8.3f} s (estimator {:8.3f} s)  wall {:7.2f} s  cpu {:7.2f} s  "
+               "flows {:>9}  events {:>9}  {:>9.0f} events/cpu-s\n",
                s.cluster.total_gpus(), s.plan.dp, r["iteration_time_s"].get<double>(),
                st["estimator_iteration_time_s"].get<double>(), st["wall_time_s"].get<double>(),
-               st["events"]["flows"].get<std::int64_t>(), st["events"]["total"].get<std::int64_t>(),
-               st["events_per_s"].get<double>());
+               st["cpu_time_s"].get<double>(), st["events"]["flows"].get<std::int64_t>(), st["events"]["total"].get<std::int64_t>(),
+               st["events_per_cpu_s"].get<double>());
     std::fflush(stdout);
   };
   if (!table && only == 0) {

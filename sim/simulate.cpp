@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <simgrid/s4u.hpp>
 #include <stdexcept>
@@ -74,6 +75,7 @@ std::unique_ptr<sg4::Engine> make_engine(const NetworkModelConfig& network) {
 // Replays the plan and gathers the simulator's statistics.
 nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& cluster, const SimulateOptions& o) {
   const auto wall0 = std::chrono::steady_clock::now();
+  const std::clock_t cpu0 = std::clock();
   auto engine = make_engine(o.network);
   const Platform platform = build_platform(cluster);
   Trace trace;
@@ -83,6 +85,8 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
   engine->run();
   const ReplayResult r = replay.finish();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  // CPU time of this (single-threaded) process: the wall time on an idle core.
+  const double cpu = double(std::clock() - cpu0) / CLOCKS_PER_SEC;
   const double T = r.iteration_time;
 
   nlohmann::json gpus = nlohmann::json::array();
@@ -139,7 +143,9 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
             {"events", {{"flows", net.flows_started()}, {"compute_activities", compute_activities},
                         {"collectives", collectives}, {"total", events}}},
             {"wall_time_s", wall},
+            {"cpu_time_s", cpu},
             {"events_per_s", wall > 0 ? double(events) / wall : 0.0},
+            {"events_per_cpu_s", cpu > 0 ? double(events) / cpu : 0.0},
             {"trace_slices", trace.size()},
             {"collectives_setting", plan.collectives},
             {"network_model", to_json(o.network)},
