@@ -70,7 +70,7 @@ TEST_CASE("the same scenario simulates to the same result", "[sim][json]") {
   CHECK(without_wall_clock(sim::simulate(s)).dump() == without_wall_clock(sim::simulate(s)).dump());
 }
 
-TEST_CASE("--trace writes a Perfetto trace with one track per GPU stream", "[sim][trace]") {
+TEST_CASE("a trace file is a Perfetto trace with one track per GPU stream", "[sim][trace]") {
   const Scenario s = small_scenario();
   const std::string file = (std::filesystem::temp_directory_path() / "clustersim-test-trace.json").string();
   sim::SimulateOptions o;
