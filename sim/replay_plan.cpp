@@ -109,8 +109,10 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Esti
       }
       for (auto it = bwd_blocks.rbegin(); it != bwd_blocks.rend(); ++it)
         for (auto& seg : *it) {
-          // Merge with the previous segment when it is plain compute of the same kind.
-          if (!chunk.backward.empty() && !chunk.backward.back().comm.active() && chunk.backward.back().work == seg.work) {
+          // Merge with the previous segment when it is plain compute of the same kind and
+          // completes no gradients (those mark where a gradient bucket may be handed over).
+          if (!chunk.backward.empty() && !chunk.backward.back().comm.active() && chunk.backward.back().work == seg.work &&
+              chunk.backward.back().grad_params == 0) {
             auto& prev = chunk.backward.back();
             prev.compute += seg.compute;
             prev.comm = seg.comm;
