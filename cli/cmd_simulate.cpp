@@ -22,6 +22,7 @@ namespace {
 struct SimulateOptions {
   std::string file;
   std::string trace;
+  std::string platform;
   bool json = false;
   bool list = false;
 };
@@ -36,6 +37,7 @@ int simulate_command(const SimulateOptions& o) {
   const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
   sim::SimulateOptions so;
   so.trace_file = o.trace;
+  so.platform_file = o.platform;
   nlohmann::json out = sim::simulate(s, so);
   if (o.json) {
     out["scenario"] = to_json(s);
@@ -79,6 +81,9 @@ const Registration simulate_registration{
       sub.add_option("FILE", o->file, "scenario file (JSON); the built-in default when left out");
       sub.add_flag("--json", o->json, "print machine-readable JSON (the keys of run --json plus \"simulator\")");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace (JSON) to this file");
+      sub.add_option("--platform", o->platform,
+                     "SimGrid platform file to replay on instead of the cluster built from the scenario "
+                     "(hosts gpu-0 ... gpu-N-1)");
       sub.add_flag("--list-collectives", o->list, "list the collective algorithms and exit");
       return [o] { return simulate_command(*o); };
     }};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <simgrid/s4u.hpp>
 
 namespace sg4 = simgrid::s4u;
@@ -132,6 +133,23 @@ Platform build_platform(const ClusterModel& c) {
                    {"oversubscription", c.oversubscription},
                    {"bandwidth_efficiency", {{"intra_node", c.gpu.efficiency.collective_nvlink},
                                              {"network", c.gpu.efficiency.collective_network}}}};
+  return p;
+}
+
+Platform load_platform_file(const std::string& file, const ClusterModel& c, bool switched_nodes) {
+  sg4::Engine::get_instance()->load_platform(file);
+  Platform p;
+  p.gpus_per_node = c.gpus_per_node;
+  p.switched_nodes = switched_nodes;
+  for (i64 r = 0; r < c.total_gpus(); ++r) {
+    auto* h = sg4::Host::by_name_or_null(fmt::format("gpu-{}", r));
+    if (!h)
+      throw InputError(file, "--platform", fmt::format("no host named gpu-{}: the scenario has {} GPUs, named gpu-0 ... gpu-{}", r,
+                                             c.total_gpus(), c.total_gpus() - 1));
+    p.gpus.push_back(h);
+  }
+  p.links = static_cast<i64>(sg4::Engine::get_instance()->get_link_count());
+  p.description = {{"file", file}, {"hosts", p.gpus.size()}, {"links", p.links}};
   return p;
 }
 

@@ -47,4 +47,10 @@ struct Platform {
 // Builds the platform in the current SimGrid engine (call once, before running).
 Platform build_platform(const ClusterModel& c);
 
+// Loads a SimGrid platform file (XML, or a C++ platform library) instead: it must
+// declare hosts gpu-0 ... gpu-<N-1>, N the scenario's GPU count; node k holds ranks
+// k*gpus_per_node ... (k+1)*gpus_per_node - 1. Throws std::invalid_argument naming a
+// missing host. Intra-node collectives are aggregated only when `switched_nodes`.
+Platform load_platform_file(const std::string& file, const ClusterModel& c, bool switched_nodes);
+
 }  // namespace clustersim::sim

@@ -35,6 +35,10 @@ nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
     std::string out;
     try {
       out = body().dump();
+    } catch (const InputError& e) {
+      nlohmann::json problems = nlohmann::json::array();
+      for (const auto& p : e.problems()) problems.push_back({p.file, p.path, p.message});
+      out = nlohmann::json{{"error", e.what()}, {"input_error", problems}}.dump();
     } catch (const std::exception& e) {
       out = nlohmann::json{{"error", e.what()}}.dump();
     }
@@ -59,6 +63,11 @@ nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
   if (text.empty())
     throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
   auto result = nlohmann::json::parse(text);
+  if (result.contains("input_error")) {
+    std::vector<Problem> problems;
+    for (const auto& p : result["input_error"]) problems.push_back({p[0], p[1], p[2]});
+    throw InputError(std::move(problems));
+  }
   if (result.contains("error")) throw std::runtime_error(result["error"].get<std::string>());
   return result;
 }
@@ -77,7 +86,8 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
   const auto wall0 = std::chrono::steady_clock::now();
   const std::clock_t cpu0 = std::clock();
   auto engine = make_engine(o.network);
-  const Platform platform = build_platform(cluster);
+  const Platform platform =
+      o.platform_file.empty() ? build_platform(cluster) : load_platform_file(o.platform_file, cluster, true);
   Trace trace;
   Network net(platform, o.trace_file.empty() ? nullptr : &trace);
   Replay replay(plan, net, o.trace_file.empty() ? nullptr : &trace);

@@ -17,7 +17,8 @@
 namespace clustersim::sim {
 
 struct SimulateOptions {
-  std::string trace_file;  // Chrome/Perfetto trace; empty: none
+  std::string trace_file;     // Chrome/Perfetto trace; empty: none
+  std::string platform_file;  // SimGrid platform to use instead of the one built from the scenario
   NetworkModelConfig network;
 };
 
