@@ -1,8 +1,8 @@
 // Speed of the simulator: one iteration of Megatron-LM's 145.6 B row (SC'21 Table 1:
 // 1536 A100s, TP 8, PP 8, DP 24, global batch 2304), wall time and simulated events per
-// second, then the same model on 64 to 4096 GPUs (data parallelism scaled, batch
-// 96 per replica... kept at 96 micro-batches per replica). One core: the simulation is
-// single-threaded.
+// second; with --table the same model on 64 to 4096 GPUs (data parallelism scaled,
+// 96 micro-batches per replica throughout). The simulation is single-threaded; CPU
+// time is printed beside wall time because the build machine is shared.
 //   bench-simulate [SCENARIO] [--table] [--gpus N]
 #include <fmt/format.h>
 
