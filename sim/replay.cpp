@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <simgrid/s4u.hpp>
@@ -34,8 +35,13 @@ struct Replay::Impl {
     std::set<std::tuple<int, i64, i64>> arrived;  // (backward?, chunk, micro-batch) received
     sg4::MutexPtr mu = sg4::Mutex::create();
     sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
-    std::deque<Bytes> buckets;  // gradient buckets ready for reduction
-    bool no_more_buckets = false, comm_done = false;
+    struct Job {
+      bool gather = false;  // ZeRO-3 parameter all-gather, else a gradient bucket
+      Bytes bytes = 0;
+    };
+    std::deque<Job> jobs;  // for the communication stream, in issue order
+    bool no_more_jobs = false, comm_done = false;
+    std::int64_t gathers_posted = 0, gathers_done = 0;
     GroupStats st;
   };
 
@@ -147,9 +153,39 @@ struct Replay::Impl {
 
   void post_bucket(Group& g, Bytes bytes, bool last) {
     std::unique_lock lock(*g.mu);
-    if (bytes > 0) g.buckets.push_back(bytes);
-    if (last) g.no_more_buckets = true;
+    if (bytes > 0) g.jobs.push_back({false, bytes});
+    if (last) g.no_more_jobs = true;
     g.cv->notify_all();
+  }
+
+  // ZeRO-3: queues the parameter gathers of a pass's blocks; returns the index of the first.
+  std::int64_t post_gathers(Group& g, const std::vector<Segment>& pass) {
+    std::unique_lock lock(*g.mu);
+    const std::int64_t first = g.gathers_posted;
+    for (const auto& seg : pass)
+      if (seg.gather_params > 0) {
+        g.jobs.push_back({true, seg.gather_params * plan.weight_bytes});
+        ++g.gathers_posted;
+      }
+    g.cv->notify_all();
+    return first;
+  }
+
+  void wait_gather(Group& g, std::int64_t index) {
+    const double t0 = now();
+    std::unique_lock lock(*g.mu);
+    while (g.gathers_done <= index) g.cv->wait(lock);
+    g.st.dp_comm += now() - t0;
+  }
+
+  void run_pass(Group& g, const std::vector<Segment>& pass, std::int64_t mb, std::int64_t first_gather,
+                const std::function<void(const Segment&)>& after) {
+    std::int64_t gather = first_gather;
+    for (const auto& seg : pass) {
+      if (first_gather >= 0 && seg.gather_params > 0) wait_gather(g, gather++);
+      run_segment(g, seg, mb);
+      if (after) after(seg);
+    }
   }
 
   void reduce_gradients(Group& g, Bytes bytes, Seconds& account) {
@@ -161,15 +197,23 @@ struct Replay::Impl {
   void comm_stream(Group& g) {
     Seconds busy = 0;
     while (true) {
-      Bytes bytes = 0;
+      Group::Job job;
       {
         std::unique_lock lock(*g.mu);
-        while (g.buckets.empty() && !g.no_more_buckets) g.cv->wait(lock);
-        if (g.buckets.empty()) break;
-        bytes = g.buckets.front();
-        g.buckets.pop_front();
+        while (g.jobs.empty() && !g.no_more_jobs) g.cv->wait(lock);
+        if (g.jobs.empty()) break;
+        job = g.jobs.front();
+        g.jobs.pop_front();
       }
-      reduce_gradients(g, bytes, busy);
+      if (job.gather) {
+        across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather, job.bytes,
+                        "parameter all-gather (ZeRO-3)", busy, Stream::dp_comm);
+        std::unique_lock lock(*g.mu);
+        ++g.gathers_done;
+        g.cv->notify_all();
+      } else {
+        reduce_gradients(g, job.bytes, busy);
+      }
     }
     std::unique_lock lock(*g.mu);
     g.comm_done = true;
@@ -180,14 +224,16 @@ struct Replay::Impl {
     const StageProgram& prog = plan.stages[static_cast<std::size_t>(g.stage)];
     const i64 p = plan.pp, v = plan.virtual_stages, m = plan.micro_batches;
     const bool overlap = plan.overlap_grad_reduce && plan.dp > 1;
+    const bool zero3 = plan.zero == 3 && plan.dp > 1;
     std::vector<i64> in_flight(static_cast<std::size_t>(v), 0);
     double pending_params = 0;
     for (const WorkItem& w : schedule_order(plan.schedule, p, v, m, g.stage)) {
       const ChunkProgram& chunk = prog.chunks[static_cast<std::size_t>(w.chunk)];
       const i64 vs = w.chunk * p + g.stage;
       if (w.forward) {
+        const i64 gathers = zero3 ? post_gathers(g, chunk.forward) : -1;
         if (vs > 0) receive(g, true, w.chunk, w.micro_batch);
-        for (const auto& seg : chunk.forward) run_segment(g, seg, w.micro_batch);
+        run_pass(g, chunk.forward, w.micro_batch, gathers, nullptr);
         ++in_flight[static_cast<std::size_t>(w.chunk)];
         Bytes alive = 0;
         for (i64 c = 0; c < v; ++c)
@@ -195,10 +241,10 @@ struct Replay::Impl {
         g.st.peak_activations = std::max(g.st.peak_activations, alive);
         if (vs < p * v - 1) send(g, true, w.chunk, w.micro_batch);
       } else {
+        const i64 gathers = zero3 ? post_gathers(g, chunk.backward) : -1;
         if (vs < p * v - 1) receive(g, false, w.chunk, w.micro_batch);
         const bool last_pass = w.micro_batch == m - 1;
-        for (const auto& seg : chunk.backward) {
-          run_segment(g, seg, w.micro_batch);
+        run_pass(g, chunk.backward, w.micro_batch, gathers, [&](const Segment& seg) {
           if (overlap && last_pass && seg.grad_params > 0) {
             pending_params += seg.grad_params;
             if (pending_params >= kBucketElements) {
@@ -206,22 +252,21 @@ struct Replay::Impl {
               pending_params = 0;
             }
           }
-        }
+        });
         --in_flight[static_cast<std::size_t>(w.chunk)];
         if (vs > 0) send(g, false, w.chunk, w.micro_batch);
       }
     }
     // Gradient reduction, tied embeddings, optimizer step.
     if (plan.dp > 1) {
-      if (overlap) {
-        post_bucket(g, pending_params * plan.grad_comm_bytes, true);
+      if (overlap || zero3) {
+        post_bucket(g, overlap ? pending_params * plan.grad_comm_bytes : 0.0, true);
         const double t0 = now();
         std::unique_lock lock(*g.mu);
         while (!g.comm_done) g.cv->wait(lock);
         g.st.dp_comm += now() - t0;
-      } else {
-        reduce_gradients(g, prog.params * plan.grad_comm_bytes, g.st.dp_comm);
       }
+      if (!overlap) reduce_gradients(g, prog.params * plan.grad_comm_bytes, g.st.dp_comm);
     }
     if (plan.pp > 1 && plan.tied_params > 0 && (g.stage == 0 || g.stage == p - 1)) {
       auto& barrier = tied_barrier[static_cast<std::size_t>(g.replica)];
@@ -256,8 +301,6 @@ Replay::~Replay() { delete impl_; }
 void Replay::start() {
   Impl& I = *impl_;
   const ReplayPlan& plan = I.plan;
-  if (plan.zero == 3)
-    throw std::invalid_argument("the simulator does not replay ZeRO-3 parameter gathers yet: use zero <= 2");
   I.groups = std::vector<Impl::Group>(static_cast<std::size_t>(plan.pp * plan.dp));
   for (i64 s = 0; s < plan.pp; ++s)
     for (i64 d = 0; d < plan.dp; ++d) {
@@ -266,7 +309,7 @@ void Replay::start() {
       g.replica = g.st.replica = d;
       for (i64 t = 0; t < plan.tp; ++t) g.ranks.push_back(I.rank(s, d, t));
     }
-  const bool overlap = plan.overlap_grad_reduce && plan.dp > 1;
+  const bool comm_stream = plan.dp > 1 && (plan.overlap_grad_reduce || plan.zero == 3);
   for (i64 s = 0; s < plan.pp; ++s) {
     I.dp_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.dp)));
     for (i64 e = 0; e < plan.dp / plan.ep; ++e) I.ep_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.ep)));
@@ -276,7 +319,7 @@ void Replay::start() {
     auto* host = I.net.host(g.ranks.front());
     Impl::Group* gp = &g;
     sg4::Actor::create(fmt::format("stage{}-replica{}", g.stage, g.replica), host, [&I, gp] { I.compute_stream(*gp); });
-    if (overlap)
+    if (comm_stream)
       sg4::Actor::create(fmt::format("stage{}-replica{}-comm", g.stage, g.replica), host, [&I, gp] { I.comm_stream(*gp); });
   }
 }

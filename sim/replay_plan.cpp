@@ -9,32 +9,45 @@ namespace clustersim::sim {
 namespace {
 using i64 = std::int64_t;
 
+// A segment that only marks a block's start (no compute yet) takes the first op's work.
+bool fresh_marker(const Segment& s) { return s.gather_params > 0 && s.compute == 0 && !s.comm.active(); }
+
 void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t) {
   if (t <= 0) return;
-  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, {}});
+  if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
+  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}});
   prog.back().compute += t;
   prog.back().ops.push_back({name, t});
 }
 
 void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c) {
   if (!c.active()) return;
-  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, {}});
+  if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
+  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}});
   prog.back().comm = c;
 }
 
 // Appends one block's forward to `fwd` and its (recompute +) backward to `bwd_block`.
 void program_block(const Block& block, bool is_layer, Recompute rc, const ShardingContext& ctx, const KernelModel& km,
-                   std::vector<Segment>& fwd, std::vector<Segment>& bwd_block, Bytes& saved) {
+                   bool mark_blocks, std::vector<Segment>& fwd, std::vector<Segment>& bwd_block, Bytes& saved) {
   std::vector<OpTiming> t;
   Bytes saved_all = 0, saved_core = 0;
   double params = 0;
   for (const Op& op : block.ops) {
     t.push_back(time_op(op, ctx, km));
-    add_compute(fwd, Work::forward, op.name, t.back().forward);
-    add_comm(fwd, Work::forward, t.back().forward_comm);
-    saved_all += t.back().saved;
-    if (op.core_attention) saved_core += t.back().saved;
     params += t.back().params;
+  }
+  // Under ZeRO-3 each block starts a segment of its own, carrying its parameters to gather.
+  if (mark_blocks) {
+    fwd.push_back(Segment{Work::forward, 0, {}, 0, params, {}});
+    bwd_block.push_back(Segment{Work::backward, 0, {}, 0, params, {}});
+  }
+  for (std::size_t i = 0; i < block.ops.size(); ++i) {
+    const Op& op = block.ops[i];
+    add_compute(fwd, Work::forward, op.name, t[i].forward);
+    add_comm(fwd, Work::forward, t[i].forward_comm);
+    saved_all += t[i].saved;
+    if (op.core_attention) saved_core += t[i].saved;
   }
   for (std::size_t i = 0; i < block.ops.size(); ++i)
     if (recomputed(block.ops[i], rc, is_layer)) {
@@ -45,7 +58,7 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
     add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward);
     add_comm(bwd_block, Work::backward, t[i].backward_comm);
   }
-  if (bwd_block.empty()) bwd_block.push_back(Segment{Work::backward, 0, {}, 0, {}});
+  if (bwd_block.empty()) bwd_block.push_back(Segment{Work::backward, 0, {}, 0, 0, {}});
   bwd_block.back().grad_params += params;
   // Activations kept, by the estimator's rule (strategies/estimator.cpp cost_block).
   const Recompute r = is_layer ? rc : Recompute::none;
@@ -104,15 +117,15 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Esti
       std::vector<std::vector<Segment>> bwd_blocks;
       for (const auto& [b, is_layer] : blocks) {
         bwd_blocks.emplace_back();
-        program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km, chunk.forward,
-                      bwd_blocks.back(), chunk.saved);
+        program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
+                      plan.zero == 3 && plan.dp > 1, chunk.forward, bwd_blocks.back(), chunk.saved);
       }
       for (auto it = bwd_blocks.rbegin(); it != bwd_blocks.rend(); ++it)
         for (auto& seg : *it) {
           // Merge with the previous segment when it is plain compute of the same kind and
           // completes no gradients (those mark where a gradient bucket may be handed over).
           if (!chunk.backward.empty() && !chunk.backward.back().comm.active() && chunk.backward.back().work == seg.work &&
-              chunk.backward.back().grad_params == 0) {
+              chunk.backward.back().grad_params == 0 && seg.gather_params == 0) {
             auto& prev = chunk.backward.back();
             prev.compute += seg.compute;
             prev.comm = seg.comm;

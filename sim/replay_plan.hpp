@@ -26,6 +26,7 @@ struct Segment {
   Seconds compute = 0;   // GPU time before the collective
   CommStep comm;         // then this collective (inactive when none)
   double grad_params = 0;  // backward: parameters (on this GPU) whose gradients are done after this segment
+  double gather_params = 0;  // > 0: a block starts here; ZeRO-3 gathers its parameters (on this GPU) first
   std::vector<OpSlice> ops;
 };
 

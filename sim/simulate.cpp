@@ -171,8 +171,6 @@ nlohmann::json simulate_plan(const ReplayPlan& plan, const ClusterModel& cluster
 
 nlohmann::json simulate(const Scenario& s, const SimulateOptions& o) {
   Diagnostics diag(s.source);
-  if (s.plan.zero == 3)
-    diag.error("/plan/zero", "the simulator does not replay ZeRO-3 parameter gathers yet; use zero 0, 1 or 2");
   const std::string& algo = s.simulation.collectives;
   if (algo != "auto" && !find_collective_algorithm(algo))
     diag.error("/simulation/collectives", fmt::format("unknown collective algorithm \"{}\" (see simulate --list-collectives)", algo));

@@ -34,8 +34,8 @@ ReplayPlan uniform(Schedule schedule, std::int64_t p, std::int64_t v, std::int64
     sim::StageProgram st;
     for (std::int64_t c = 0; c < v; ++c) {
       sim::ChunkProgram chunk;
-      chunk.forward.push_back({sim::Work::forward, f / double(v), {}, 0, {{"layer", f / double(v)}}});
-      chunk.backward.push_back({sim::Work::backward, b / double(v), {}, 0, {{"layer", b / double(v)}}});
+      chunk.forward.push_back({sim::Work::forward, f / double(v), {}, 0, 0, {{"layer", f / double(v)}}});
+      chunk.backward.push_back({sim::Work::backward, b / double(v), {}, 0, 0, {{"layer", b / double(v)}}});
       chunk.saved = 1e9;
       st.chunks.push_back(chunk);
     }

@@ -1,6 +1,6 @@
 // Every kind of manual plan replays to completion (no deadlock between the actors'
 // barriers, sends and buckets) and lands near the estimator: schedules, tensor and
-// sequence parallelism, expert parallelism, ZeRO 1/2, overlap on and off. The two
+// sequence parallelism, expert parallelism, ZeRO 1/2/3, overlap on and off. The two
 // differ by design where the replay sees what the estimator approximates (pipeline
 // tails overlapping, the last gradient bucket), hence 15% here; the contention-free
 // Megatron rows are held to 3% in test_megatron.cpp.
@@ -28,6 +28,9 @@ TEST_CASE("every kind of manual plan replays and lands near the estimator", "[si
       {"gpt gpipe pp4 tp2", base["model"],
        {{"dp", 2}, {"tp", 2}, {"pp", 4}, {"schedule", "gpipe"}, {"overlap_grad_reduce", false}}},
       {"gpt 1f1b pp2 tp4 zero2", base["model"], {{"dp", 2}, {"tp", 4}, {"pp", 2}, {"zero", 2}}},
+      {"gpt zero3 dp16 (prefetched gathers)", base["model"], {{"dp", 16}, {"tp", 1}, {"pp", 1}, {"zero", 3}}},
+      {"gpt zero3 dp8 tp2 no overlap", base["model"],
+       {{"dp", 8}, {"tp", 2}, {"pp", 1}, {"zero", 3}, {"overlap_grad_reduce", false}}},
       {"gpt interleaved pp4 v2", base["model"],
        {{"dp", 4}, {"tp", 1}, {"pp", 4}, {"schedule", "interleaved"}, {"virtual_stages", 2}}},
       {"moe ep4 tp2 zero1 overlap", moe, {{"dp", 8}, {"tp", 2}, {"pp", 1}, {"ep", 4}, {"zero", 1}}},
