@@ -2,7 +2,8 @@
 // per tensor-parallel group of a pipeline stage and data-parallel replica (its GPUs
 // run the same program in lock-step, so they share an actor; their collectives and
 // sends are still flows between the individual GPUs), plus one communication-stream
-// actor per group for bucketed gradient reduction when it overlaps backward.
+// actor per group for bucketed gradient reduction overlapping backward and for ZeRO-3
+// parameter gathers.
 #pragma once
 #include <cstdint>
 #include <vector>

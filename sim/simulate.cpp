@@ -101,7 +101,7 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
 
   nlohmann::json gpus = nlohmann::json::array();
   i64 compute_activities = 0, collectives = 0;
-  double busy_sum = 0, idle_sum = 0, exposed_max = 0;
+  double busy_sum = 0, idle_sum = 0;
   std::vector<nlohmann::json> per_gpu(static_cast<std::size_t>(plan.dp * plan.tp * plan.pp));
   for (const auto& g : r.groups) {
     compute_activities += g.compute_activities;
@@ -109,7 +109,6 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
     const double idle = std::max(0.0, T - g.compute() - g.comm());
     busy_sum += g.compute() + g.comm();
     idle_sum += idle;
-    exposed_max = std::max(exposed_max, g.comm());
     for (i64 t = 0; t < plan.tp; ++t) {
       const i64 rank = g.stage * plan.dp * plan.tp + g.replica * plan.tp + t;
       per_gpu[static_cast<std::size_t>(rank)] = {
