@@ -1,5 +1,4 @@
-// What the simulator layer records as provenance. The replay itself lands with the
-// simulator issue; this file is the only SimGrid dependency until then.
+// What the simulator layer records as provenance: the SimGrid library actually loaded.
 #pragma once
 #include <string>
 

@@ -36,6 +36,13 @@ struct OpTiming {
 
 OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km);
 
+// Whether an op's forward runs again before its backward. Megatron checkpoints the
+// repeated transformer layers only, never the embedding or the logits and loss.
+inline bool recomputed(const Op& op, Recompute rc, bool in_repeated_layer) {
+  if (!in_repeated_layer) return false;
+  return rc == Recompute::full || (rc == Recompute::selective && op.core_attention);
+}
+
 // Communication groups of a manual plan, in Megatron-LM's rank order: tensor-parallel
 // ranks adjacent, then data-parallel, then pipeline stages.
 struct PlanGroups {

@@ -1,0 +1,92 @@
+// clustersim simulate FILE [--json] [--trace FILE] [--list-collectives]: replays one
+// training iteration of the scenario's plan on a SimGrid model of its cluster.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "cli/command.hpp"
+#include "sim/simgrid_info.hpp"
+#include "sim/simulate.hpp"
+
+#ifndef CLUSTERSIM_GIT_REVISION
+#define CLUSTERSIM_GIT_REVISION "unknown"
+#endif
+#ifndef CLUSTERSIM_VERSION
+#define CLUSTERSIM_VERSION "0"
+#endif
+
+namespace clustersim::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string file;
+  std::string trace;
+  std::string platform;
+  bool json = false;
+  bool list = false;
+};
+
+std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
+
+int simulate_command(const SimulateOptions& o) {
+  if (o.list) {
+    for (const auto& [name, description] : sim::list_collectives()) std::cout << fmt::format("{:<16} {}\n", name, description);
+    return 0;
+  }
+  const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
+  sim::SimulateOptions so;
+  so.trace_file = o.trace;
+  so.platform_file = o.platform;
+  nlohmann::json out = sim::simulate(s, so);
+  if (o.json) {
+    out["scenario"] = to_json(s);
+    out["tool"] = {{"name", "clustersim"},
+                   {"version", CLUSTERSIM_VERSION},
+                   {"git_revision", CLUSTERSIM_GIT_REVISION},
+                   {"method", "simgrid"},
+                   {"simgrid_version", sim::simgrid_version()},
+                   {"network_model", out["simulator"]["network_model"]}};
+    std::cout << out.dump(2) << '\n';
+    return 0;
+  }
+  const auto& st = out["simulator"];
+  const auto& b = out["breakdown"];
+  const auto d = [](const nlohmann::json& j, const char* k) { return j[k].get<double>(); };
+  std::cout << fmt::format("scenario        {}\n", s.name);
+  std::cout << fmt::format("iteration time  {:.4f} s simulated (analytical estimate {:.4f} s)\n",
+                           d(out, "iteration_time_s"), d(st, "estimator_iteration_time_s"));
+  std::cout << fmt::format("throughput      {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}%\n", d(out, "tokens_per_s"),
+                           d(out, "tflops_per_gpu"), 100 * d(out, "mfu"));
+  std::cout << fmt::format("memory per GPU  {} of {} ({})\n", gb(d(out, "memory_per_gpu_bytes")),
+                           gb(d(out, "memory_capacity_bytes")), out["fits"].get<bool>() ? "fits" : "does NOT fit");
+  std::cout << "critical GPU    ";
+  for (const auto& [k, v] : b.items()) std::cout << fmt::format("{} {:.4f}  ", k, v.get<double>());
+  std::cout << fmt::format("\nbubble          {:.1f}% of the schedule\n", 100 * d(st, "bubble_fraction"));
+  std::cout << "busiest links\n";
+  for (const auto& l : st["busiest_links"])
+    std::cout << fmt::format("  {:<28} {:5.1f}%  {}\n", l["link"].get<std::string>(), 100 * d(l, "utilisation"),
+                             gb(d(l, "bytes")));
+  std::cout << fmt::format("simulation      {} events ({} flows) in {:.2f} s wall, SimGrid {}, network model {}\n",
+                           st["events"]["total"].get<long long>(), st["events"]["flows"].get<long long>(),
+                           d(st, "wall_time_s"), st["simgrid_version"].get<std::string>(),
+                           st["network_model"]["model"].get<std::string>());
+  if (!o.trace.empty()) std::cout << fmt::format("trace           {}\n", o.trace);
+  return 0;
+}
+
+const Registration simulate_registration{
+    "simulate", "replay one training iteration on a SimGrid model of the cluster", [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<SimulateOptions>();
+      sub.add_option("FILE", o->file, "scenario file (JSON); the built-in default when left out");
+      sub.add_flag("--json", o->json, "print machine-readable JSON (the keys of run --json plus \"simulator\")");
+      sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace (JSON) to this file");
+      sub.add_option("--platform", o->platform,
+                     "SimGrid platform file to replay on instead of the cluster built from the scenario "
+                     "(hosts gpu-0 ... gpu-N-1)");
+      sub.add_flag("--list-collectives", o->list, "list the collective algorithms and exit");
+      return [o] { return simulate_command(*o); };
+    }};
+
+}  // namespace
+}  // namespace clustersim::cli

@@ -1,0 +1,68 @@
+// Flows on the platform: every byte the replay moves between GPUs goes through here,
+// as a SimGrid communication between two GPU hosts, so that flows sharing a link share
+// its bandwidth. Also keeps the accounting the results need: flows started, bytes per
+// link (for utilisation), route latencies (cached per GPU pair).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "scenarios/units.hpp"
+#include "sim/platform.hpp"
+#include "sim/trace.hpp"
+
+namespace clustersim::sim {
+
+struct Flow {
+  std::int64_t src = 0, dst = 0;  // global GPU ranks
+  Bytes bytes = 0;
+};
+
+struct LinkLoad {
+  std::string name;
+  double bandwidth = 0;  // bytes/s
+  Bytes bytes = 0;       // carried over the run
+};
+
+class Network {
+ public:
+  Network(const Platform& platform, Trace* trace) : platform_(platform), trace_(trace) {}
+
+  // Starts all flows at once and blocks the calling actor until the last one ends.
+  void run(const std::vector<Flow>& flows, const std::string& label);
+  // Latency of the route between two GPUs (sum of its links').
+  Seconds latency(std::int64_t src, std::int64_t dst);
+  // Bandwidth of the narrowest link on that route (bytes/s).
+  double edge_bandwidth(std::int64_t src, std::int64_t dst);
+
+  simgrid::s4u::Host* host(std::int64_t rank) const { return platform_.gpus[static_cast<std::size_t>(rank)]; }
+  std::int64_t gpus() const { return static_cast<std::int64_t>(platform_.gpus.size()); }
+  std::int64_t gpus_per_node() const { return platform_.gpus_per_node; }
+  std::int64_t node_of(std::int64_t rank) const { return rank / platform_.gpus_per_node; }
+  // Whether GPUs inside a node reach each other through a switch (own port per GPU).
+  bool switched_nodes() const { return platform_.switched_nodes; }
+  bool tracing() const { return trace_ != nullptr; }
+  std::int64_t flows_started() const { return flows_; }
+  Bytes bytes_sent() const { return bytes_; }
+  // Every link that carried traffic, sorted by name.
+  std::vector<LinkLoad> link_loads() const;
+
+ private:
+  struct Route {
+    std::vector<int> links;  // indices into loads_
+    Seconds latency = 0;
+    double bandwidth = 0;  // narrowest link
+  };
+  const Route& route(std::int64_t src, std::int64_t dst);
+
+  const Platform& platform_;
+  Trace* trace_;
+  std::unordered_map<std::uint64_t, Route> routes_;  // lookup only, never iterated
+  std::unordered_map<const void*, int> link_index_;  // lookup only, never iterated
+  std::vector<LinkLoad> loads_;
+  std::int64_t flows_ = 0;
+  Bytes bytes_ = 0;
+};
+
+}  // namespace clustersim::sim

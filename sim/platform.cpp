@@ -1,0 +1,156 @@
+#include "sim/platform.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <simgrid/s4u.hpp>
+
+namespace sg4 = simgrid::s4u;
+
+namespace clustersim::sim {
+namespace {
+
+using i64 = std::int64_t;
+using NetPoint = simgrid::kernel::routing::NetPoint;
+
+struct Builder {
+  sg4::NetZone* zone;
+  i64 links = 0;
+
+  sg4::Link* duplex(const std::string& name, double bw, double lat) {
+    ++links;
+    auto* l = zone->create_split_duplex_link(name, bw);
+    l->set_latency(lat);
+    l->seal();
+    return l;
+  }
+  sg4::Link* shared(const std::string& name, double bw, double lat) {
+    ++links;
+    auto* l = zone->create_link(name, bw);
+    l->set_latency(lat);
+    l->seal();
+    return l;
+  }
+  // a -> b uses the link's UP direction, b -> a its DOWN direction.
+  void connect(NetPoint* a, NetPoint* b, sg4::Link* l) {
+    const bool duplex_link = dynamic_cast<sg4::SplitDuplexLink*>(l) != nullptr;
+    zone->add_route(a, b, nullptr, nullptr,
+                    {duplex_link ? sg4::LinkInRoute(l, sg4::LinkInRoute::Direction::UP) : sg4::LinkInRoute(l)}, true);
+  }
+};
+
+}  // namespace
+
+Platform build_platform(const ClusterModel& c) {
+  Platform p;
+  p.gpus_per_node = c.gpus_per_node;
+  p.switched_nodes = c.fabric != Fabric::nvlink_mesh;
+  auto* zone = sg4::create_dijkstra_zone("cluster", true);
+  Builder b{zone};
+  const i64 gpn = c.gpus_per_node;
+  const double intra_bw = c.intra_bandwidth * c.gpu.efficiency.collective_nvlink;
+  const double nic_bw = c.nic_bandwidth * c.gpu.efficiency.collective_network;
+  const double pcie_bw = c.gpu.pcie_bandwidth > 0 ? c.gpu.pcie_bandwidth : nic_bw;
+  const bool network = c.nodes > 1 && c.nics_per_node > 0;
+  const i64 nics = std::max<i64>(1, c.nics_per_node);
+
+  // Switches shared by all nodes.
+  NetPoint* core = nullptr;
+  std::vector<NetPoint*> rails, leaves;
+  if (network) {
+    core = zone->create_router("core");
+    if (c.topology == Topology::rail_optimized) {
+      for (i64 r = 0; r < nics; ++r) {
+        rails.push_back(zone->create_router(fmt::format("rail{}", r)));
+        b.connect(rails.back(), core,
+                  b.duplex(fmt::format("rail{}-uplink", r), double(c.nodes) * nic_bw / c.oversubscription, 0));
+      }
+    } else if (c.topology == Topology::leaf_spine) {
+      for (i64 l = 0; l * kLeafNodes < c.nodes; ++l) {
+        const i64 in_leaf = std::min(kLeafNodes, c.nodes - l * kLeafNodes);
+        leaves.push_back(zone->create_router(fmt::format("leaf{}", l)));
+        b.connect(leaves.back(), core,
+                  b.duplex(fmt::format("leaf{}-uplink", l), double(in_leaf * nics) * nic_bw / c.oversubscription, 0));
+      }
+    }
+  }
+
+  for (i64 n = 0; n < c.nodes; ++n) {
+    std::vector<NetPoint*> gpu_points;
+    for (i64 g = 0; g < gpn; ++g) {
+      auto* h = zone->create_host(fmt::format("gpu-{}", n * gpn + g), 1.0);
+      h->seal();
+      p.gpus.push_back(h);
+      gpu_points.push_back(h->get_netpoint());
+    }
+    // Inside the node.
+    if (gpn > 1) {
+      if (c.fabric == Fabric::nvlink_mesh) {
+        const double pair_bw = intra_bw / double(gpn - 1);
+        for (i64 a = 0; a < gpn; ++a)
+          for (i64 z = a + 1; z < gpn; ++z)
+            b.connect(gpu_points[a], gpu_points[z],
+                      b.duplex(fmt::format("n{}-nvlink{}-{}", n, a, z), pair_bw, c.intra_latency));
+      } else {
+        const char* kind = c.fabric == Fabric::pcie ? "pcie-switch" : "nvswitch";
+        auto* sw = zone->create_router(fmt::format("n{}-{}", n, kind));
+        for (i64 g = 0; g < gpn; ++g)
+          b.connect(gpu_points[g], sw, b.duplex(fmt::format("n{}-gpu{}-{}", n, g, c.fabric == Fabric::pcie ? "pcie" : "nvlink"),
+                                                intra_bw, c.intra_latency / 2));
+      }
+    }
+    if (!network) continue;
+    // NICs and the node's way into the network.
+    NetPoint* node_switch = nullptr;
+    if (c.topology == Topology::fat_tree) {
+      node_switch = zone->create_router(fmt::format("n{}-tor", n));
+      b.connect(node_switch, core,
+                b.duplex(fmt::format("n{}-uplink", n), double(nics) * nic_bw / c.oversubscription, 0));
+    } else if (c.topology == Topology::leaf_spine) {
+      node_switch = leaves[static_cast<std::size_t>(n / kLeafNodes)];
+    }
+    std::vector<NetPoint*> nic_points;
+    for (i64 k = 0; k < nics; ++k) {
+      nic_points.push_back(zone->create_router(fmt::format("n{}-nic{}", n, k)));
+      NetPoint* up = c.topology == Topology::rail_optimized ? rails[static_cast<std::size_t>(k)] : node_switch;
+      b.connect(nic_points.back(), up, b.duplex(fmt::format("n{}-nic{}-link", n, k), nic_bw, c.inter_latency / 2));
+    }
+    for (i64 g = 0; g < gpn; ++g)
+      b.connect(gpu_points[g], nic_points[static_cast<std::size_t>(g % nics)],
+                b.duplex(fmt::format("n{}-gpu{}-pcie-nic", n, g), pcie_bw, 0));
+  }
+  zone->seal();
+  p.links = b.links;
+  p.description = {{"hosts", p.gpus.size()},
+                   {"links", p.links},
+                   {"routing", "dijkstra (cached)"},
+                   {"intra_node", to_string(c.fabric)},
+                   {"intra_link_bandwidth_Bps", intra_bw},
+                   {"topology", network ? std::string(to_string(c.topology)) : std::string("none")},
+                   {"nic_link_bandwidth_Bps", network ? nic_bw : 0.0},
+                   {"pcie_link_bandwidth_Bps", network ? pcie_bw : 0.0},
+                   {"oversubscription", c.oversubscription},
+                   {"bandwidth_efficiency", {{"intra_node", c.gpu.efficiency.collective_nvlink},
+                                             {"network", c.gpu.efficiency.collective_network}}}};
+  return p;
+}
+
+Platform load_platform_file(const std::string& file, const ClusterModel& c, bool switched_nodes) {
+  sg4::Engine::get_instance()->load_platform(file);
+  Platform p;
+  p.gpus_per_node = c.gpus_per_node;
+  p.switched_nodes = switched_nodes;
+  for (i64 r = 0; r < c.total_gpus(); ++r) {
+    auto* h = sg4::Host::by_name_or_null(fmt::format("gpu-{}", r));
+    if (!h)
+      throw InputError(file, "--platform", fmt::format("no host named gpu-{}: the scenario has {} GPUs, named gpu-0 ... gpu-{}", r,
+                                             c.total_gpus(), c.total_gpus() - 1));
+    p.gpus.push_back(h);
+  }
+  p.links = static_cast<i64>(sg4::Engine::get_instance()->get_link_count());
+  p.description = {{"file", file}, {"hosts", p.gpus.size()}, {"links", p.links}};
+  return p;
+}
+
+}  // namespace clustersim::sim

@@ -1,0 +1,56 @@
+// The SimGrid platform of a scenario's cluster. One SimGrid host per GPU (named
+// gpu-<rank>, rank = node * gpus_per_node + local index) and routers for switches and
+// NICs, all in one Dijkstra-routed zone so that any topology is a plain graph:
+//
+//   intra-node   nvswitch: each GPU has its own split-duplex link to the node's
+//                crossbar (up = what it sends, down = what it receives);
+//                nvlink-mesh: one split-duplex link per GPU pair (bandwidth / (g-1));
+//                pcie: each GPU's split-duplex link to the node's PCIe switch.
+//   GPU <-> NIC  a PCIe link (the GPU profile's PCIe bandwidth); GPU i uses NIC
+//                i mod nics_per_node (the usual DGX pairing).
+//   NIC          split-duplex link at the NIC bandwidth, to
+//                fat-tree: the node's switch, whose uplink to the core carries
+//                  nics x nic_bandwidth / oversubscription;
+//                leaf-spine: a leaf of kLeafNodes nodes, leaf uplink to the spine
+//                  carries its nodes' NIC bandwidth / oversubscription;
+//                rail-optimized: rail switch i (NIC i of every node), rails joined by
+//                  a spine whose per-rail uplink carries nodes x nic_bandwidth /
+//                  oversubscription (cross-rail traffic only).
+// Latency: a route's latency equals the scenario's: half on each GPU link inside a node
+// (sender up + receiver down), half on each NIC link across nodes.
+// Bandwidths are scaled by the GPU profile's NCCL efficiencies (collective_nvlink for
+// the intra-node fabric, collective_network for NICs), the same achievable fractions
+// the analytical estimator uses, so that the two agree on contention-free cases.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "costmodel/cluster.hpp"
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace clustersim::sim {
+
+constexpr std::int64_t kLeafNodes = 8;
+
+struct Platform {
+  std::vector<simgrid::s4u::Host*> gpus;  // by global rank
+  std::int64_t gpus_per_node = 1;
+  std::int64_t links = 0;
+  bool switched_nodes = true;  // nvswitch or pcie switch (not a direct mesh)
+  nlohmann::json description;  // what was built, for provenance
+};
+
+// Builds the platform in the current SimGrid engine (call once, before running).
+Platform build_platform(const ClusterModel& c);
+
+// Loads a SimGrid platform file (XML, or a C++ platform library) instead: it must
+// declare hosts gpu-0 ... gpu-<N-1>, N the scenario's GPU count; node k holds ranks
+// k*gpus_per_node ... (k+1)*gpus_per_node - 1. Throws std::invalid_argument naming a
+// missing host. Intra-node collectives are aggregated only when `switched_nodes`.
+Platform load_platform_file(const std::string& file, const ClusterModel& c, bool switched_nodes);
+
+}  // namespace clustersim::sim

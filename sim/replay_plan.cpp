@@ -1,0 +1,196 @@
+#include "sim/replay_plan.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "costmodel/kernels.hpp"
+
+namespace clustersim::sim {
+namespace {
+using i64 = std::int64_t;
+
+// A segment that only marks a block's start (no compute yet) takes the first op's work.
+bool fresh_marker(const Segment& s) { return s.gather_params > 0 && s.compute == 0 && !s.comm.active(); }
+
+void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t) {
+  if (t <= 0) return;
+  if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
+  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}});
+  prog.back().compute += t;
+  prog.back().ops.push_back({name, t});
+}
+
+void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c) {
+  if (!c.active()) return;
+  if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
+  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}});
+  prog.back().comm = c;
+}
+
+// Appends one block's forward to `fwd` and its (recompute +) backward to `bwd_block`.
+void program_block(const Block& block, bool is_layer, Recompute rc, const ShardingContext& ctx, const KernelModel& km,
+                   bool mark_blocks, std::vector<Segment>& fwd, std::vector<Segment>& bwd_block, Bytes& saved) {
+  std::vector<OpTiming> t;
+  Bytes saved_all = 0, saved_core = 0;
+  double params = 0;
+  for (const Op& op : block.ops) {
+    t.push_back(time_op(op, ctx, km));
+    params += t.back().params;
+  }
+  // Under ZeRO-3 each block starts a segment of its own, carrying its parameters to gather.
+  if (mark_blocks) {
+    fwd.push_back(Segment{Work::forward, 0, {}, 0, params, {}});
+    bwd_block.push_back(Segment{Work::backward, 0, {}, 0, params, {}});
+  }
+  for (std::size_t i = 0; i < block.ops.size(); ++i) {
+    const Op& op = block.ops[i];
+    add_compute(fwd, Work::forward, op.name, t[i].forward);
+    add_comm(fwd, Work::forward, t[i].forward_comm);
+    saved_all += t[i].saved;
+    if (op.core_attention) saved_core += t[i].saved;
+  }
+  for (std::size_t i = 0; i < block.ops.size(); ++i)
+    if (recomputed(block.ops[i], rc, is_layer)) {
+      add_compute(bwd_block, Work::recompute, block.ops[i].name, t[i].forward);
+      add_comm(bwd_block, Work::recompute, t[i].forward_comm);
+    }
+  for (std::size_t i = block.ops.size(); i-- > 0;) {
+    add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward);
+    add_comm(bwd_block, Work::backward, t[i].backward_comm);
+  }
+  if (bwd_block.empty()) bwd_block.push_back(Segment{Work::backward, 0, {}, 0, 0, {}});
+  bwd_block.back().grad_params += params;
+  // Activations kept, by the estimator's rule (strategies/estimator.cpp cost_block).
+  const Recompute r = is_layer ? rc : Recompute::none;
+  const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(ctx.tp) : 1.0);
+  saved += r == Recompute::none ? saved_all : r == Recompute::selective ? saved_all - saved_core : boundary;
+}
+
+}  // namespace
+
+ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Estimate& e) {
+  const PlanSpec& plan = s.plan;
+  ReplayPlan r;
+  r.dp = plan.dp;
+  r.tp = plan.tp;
+  r.pp = plan.pp;
+  r.ep = plan.ep;
+  r.virtual_stages = plan.schedule == Schedule::interleaved ? plan.virtual_stages : 1;
+  r.micro_batches = plan.micro_batches(s.training);
+  r.schedule = plan.schedule;
+  r.zero = plan.zero;
+  r.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
+  r.overlap_grad_reduce = plan.overlap_grad_reduce;
+  r.grad_comm_bytes = est.precision().grad_comm_bytes;
+  r.weight_bytes = est.precision().weight_bytes;
+  r.collectives = s.simulation.collectives;
+
+  const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, est.precision().activation_bytes);
+  const KernelModel km(est.cluster().gpu);
+  const ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute};
+  if (plan.pp > 1) r.tied_params = g.tied_params / double(plan.tp);
+  const i64 p = plan.pp, v = r.virtual_stages, L = static_cast<i64>(g.layers.size());
+
+  // Layers of each virtual stage: Megatron gives virtual stage c*p + s the c-th chunk of
+  // stage s. Without interleaving this is the estimator's split (remainder to the first).
+  std::vector<std::vector<int>> vstage_blocks(static_cast<std::size_t>(p * v));
+  i64 next = 0;
+  for (i64 vs = 0; vs < p * v; ++vs) {
+    const i64 n = v == 1 ? L / p + (vs < L % p ? 1 : 0) : L / (p * v);
+    for (i64 l = next; l < next + n; ++l) vstage_blocks[static_cast<std::size_t>(vs)].push_back(static_cast<int>(l));
+    next += n;
+  }
+  if (next != L) throw std::invalid_argument("layers do not split evenly over the virtual pipeline stages");
+
+  for (i64 st = 0; st < p; ++st) {
+    StageProgram sp;
+    for (i64 c = 0; c < v; ++c) {
+      const i64 vs = c * p + st;
+      ChunkProgram chunk;
+      std::vector<std::pair<int, bool>> blocks;  // (block, is_layer)
+      if (vs == 0)
+        for (int b : g.pre) blocks.push_back({b, false});
+      for (int l : vstage_blocks[static_cast<std::size_t>(vs)]) blocks.push_back({g.layers[static_cast<std::size_t>(l)], true});
+      if (vs == p * v - 1)
+        for (int b : g.post) blocks.push_back({b, false});
+      // Backward runs the blocks in reverse order; each block's recompute precedes its backward.
+      std::vector<std::vector<Segment>> bwd_blocks;
+      for (const auto& [b, is_layer] : blocks) {
+        bwd_blocks.emplace_back();
+        program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
+                      plan.zero == 3 && plan.dp > 1, chunk.forward, bwd_blocks.back(), chunk.saved);
+      }
+      for (auto it = bwd_blocks.rbegin(); it != bwd_blocks.rend(); ++it)
+        for (auto& seg : *it) {
+          // Merge with the previous segment when it is plain compute of the same kind and
+          // completes no gradients (those mark where a gradient bucket may be handed over).
+          if (!chunk.backward.empty() && !chunk.backward.back().comm.active() && chunk.backward.back().work == seg.work &&
+              chunk.backward.back().grad_params == 0 && seg.gather_params == 0) {
+            auto& prev = chunk.backward.back();
+            prev.compute += seg.compute;
+            prev.comm = seg.comm;
+            prev.grad_params += seg.grad_params;
+            prev.ops.insert(prev.ops.end(), seg.ops.begin(), seg.ops.end());
+          } else {
+            chunk.backward.push_back(std::move(seg));
+          }
+        }
+      const int last_layer = g.layers.front();
+      chunk.send_bytes = g.blocks[static_cast<std::size_t>(last_layer)].output_bytes;
+      sp.chunks.push_back(std::move(chunk));
+    }
+    const StageEstimate& se = e.stages[static_cast<std::size_t>(st)];
+    sp.params = se.params_per_gpu;
+    sp.optimizer = se.optimizer;
+    sp.static_memory = se.memory;
+    sp.static_memory.activations = 0;
+    r.stages.push_back(std::move(sp));
+  }
+  return r;
+}
+
+std::vector<WorkItem> schedule_order(Schedule schedule, i64 p, i64 v, i64 m, i64 s) {
+  std::vector<WorkItem> order;
+  if (schedule == Schedule::gpipe || p == 1) {
+    if (p == 1 && schedule != Schedule::gpipe) {
+      for (i64 mb = 0; mb < m; ++mb) {
+        order.push_back({true, 0, mb});
+        order.push_back({false, 0, mb});
+      }
+      return order;
+    }
+    for (i64 mb = 0; mb < m; ++mb) order.push_back({true, 0, mb});
+    for (i64 mb = 0; mb < m; ++mb) order.push_back({false, 0, mb});
+    return order;
+  }
+  if (schedule == Schedule::one_f_one_b || v == 1) {
+    const i64 warm = std::min(p - s - 1, m);
+    i64 f = 0, b = 0;
+    for (; f < warm; ++f) order.push_back({true, 0, f});
+    while (f < m) {
+      order.push_back({true, 0, f++});
+      order.push_back({false, 0, b++});
+    }
+    while (b < m) order.push_back({false, 0, b++});
+    return order;
+  }
+  // Interleaved (Megatron-LM forward_backward_pipelining_with_interleaving).
+  const i64 total = m * v;
+  const auto item = [&](i64 k, bool fwd) {
+    const i64 in_group = k % (p * v);
+    i64 chunk = in_group / p;
+    if (!fwd) chunk = v - 1 - chunk;
+    return WorkItem{fwd, chunk, (k / (p * v)) * p + k % p};
+  };
+  const i64 warm = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+  i64 f = 0, b = 0;
+  for (; f < warm; ++f) order.push_back(item(f, true));
+  while (f < total) {
+    order.push_back(item(f++, true));
+    order.push_back(item(b++, false));
+  }
+  while (b < total) order.push_back(item(b++, false));
+  return order;
+}
+
+}  // namespace clustersim::sim

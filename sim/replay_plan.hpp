@@ -1,0 +1,72 @@
+// What the simulator replays: per pipeline stage and model chunk, the forward and
+// backward programs of one micro-batch on one GPU (compute segments separated by the
+// collectives they trigger), built from the same op timings as the analytical
+// estimator (strategies/op_timing.hpp), plus the schedule order of each stage.
+// No SimGrid here: tests build synthetic plans (uniform stages, no communication).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scenarios/scenario.hpp"
+#include "strategies/estimator.hpp"
+#include "strategies/op_timing.hpp"
+
+namespace clustersim::sim {
+
+enum class Work { forward, backward, recompute };
+
+struct OpSlice {  // for the trace: one op's share of a compute segment
+  std::string name;
+  Seconds duration = 0;
+};
+
+struct Segment {
+  Work work = Work::forward;
+  Seconds compute = 0;   // GPU time before the collective
+  CommStep comm;         // then this collective (inactive when none)
+  double grad_params = 0;  // backward: parameters (on this GPU) whose gradients are done after this segment
+  double gather_params = 0;  // > 0: a block starts here; ZeRO-3 gathers its parameters (on this GPU) first
+  std::vector<OpSlice> ops;
+};
+
+struct ChunkProgram {
+  std::vector<Segment> forward, backward;  // backward includes the recompute, first
+  Bytes saved = 0;       // activations kept per micro-batch until its backward
+  Bytes send_bytes = 0;  // activation (and gradient) sent to the neighbouring stage
+};
+
+struct StageProgram {
+  std::vector<ChunkProgram> chunks;  // v model chunks (1 unless interleaved)
+  double params = 0;                 // parameters on one GPU of the stage
+  Seconds optimizer = 0;
+  MemoryBreakdown static_memory;     // weights, gradients, optimizer states, temporary (no activations)
+};
+
+struct ReplayPlan {
+  std::int64_t dp = 1, tp = 1, pp = 1, ep = 1, virtual_stages = 1, micro_batches = 1;
+  Schedule schedule = Schedule::one_f_one_b;
+  int zero = 0;
+  bool sequence_parallel = false;
+  bool overlap_grad_reduce = false;
+  double grad_comm_bytes = 4, weight_bytes = 2;  // per parameter
+  double tied_params = 0;                        // per GPU, shared by the first and last stage
+  std::string collectives = "auto";
+  std::vector<StageProgram> stages;
+};
+
+// The plan of a scenario. `e` is the estimator's result for the same plan: the static
+// memory and the optimizer step are taken from it (they do not depend on timing).
+ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Estimate& e);
+
+struct WorkItem {
+  bool forward = true;
+  std::int64_t chunk = 0, micro_batch = 0;
+};
+// The order stage `stage` runs forward and backward passes in: GPipe (all forwards,
+// then all backwards), 1F1B (p-s-1 warm-up forwards, then alternating), interleaved
+// 1F1B (Megatron-LM's warm-up of 2(p-s-1) + (v-1)p chunk forwards).
+std::vector<WorkItem> schedule_order(Schedule schedule, std::int64_t stages, std::int64_t chunks,
+                                     std::int64_t micro_batches, std::int64_t stage);
+
+}  // namespace clustersim::sim

@@ -1,0 +1,298 @@
+#include "sim/simulate.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <functional>
+#include <simgrid/s4u.hpp>
+#include <stdexcept>
+
+#include "sim/collective_algorithms.hpp"
+#include "sim/platform.hpp"
+#include "sim/replay.hpp"
+#include "sim/simgrid_info.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace clustersim::sim {
+namespace {
+using i64 = std::int64_t;
+
+// Runs `body` in a forked child and returns the JSON it produced. The child's
+// exceptions come back as {"error": message}.
+nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe() failed");
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork() failed");
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    try {
+      out = body().dump();
+    } catch (const InputError& e) {
+      nlohmann::json problems = nlohmann::json::array();
+      for (const auto& p : e.problems()) problems.push_back({p.file, p.path, p.message});
+      out = nlohmann::json{{"error", e.what()}, {"input_error", problems}}.dump();
+    } catch (const std::exception& e) {
+      out = nlohmann::json{{"error", e.what()}}.dump();
+    }
+    std::size_t off = 0;
+    while (off < out.size()) {
+      const ssize_t n = write(fds[1], out.data() + off, out.size() - off);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+    close(fds[1]);
+    std::fflush(nullptr);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (text.empty())
+    throw std::runtime_error(fmt::format("the simulation process died (status {})", status));
+  auto result = nlohmann::json::parse(text);
+  if (result.contains("input_error")) {
+    std::vector<Problem> problems;
+    for (const auto& p : result["input_error"]) problems.push_back({p[0], p[1], p[2]});
+    throw InputError(std::move(problems));
+  }
+  if (result.contains("error")) throw std::runtime_error(result["error"].get<std::string>());
+  return result;
+}
+
+std::unique_ptr<sg4::Engine> make_engine(const NetworkModelConfig& network) {
+  auto args = engine_arguments(network);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  return std::make_unique<sg4::Engine>(&argc, argv.data());
+}
+
+// Replays the plan and gathers the simulator's statistics.
+nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& cluster, const SimulateOptions& o) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  const std::clock_t cpu0 = std::clock();
+  auto engine = make_engine(o.network);
+  const Platform platform =
+      o.platform_file.empty() ? build_platform(cluster) : load_platform_file(o.platform_file, cluster, true);
+  Trace trace;
+  Network net(platform, o.trace_file.empty() ? nullptr : &trace);
+  Replay replay(plan, net, o.trace_file.empty() ? nullptr : &trace);
+  replay.start();
+  engine->run();
+  const ReplayResult r = replay.finish();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  // CPU time of this (single-threaded) process: the wall time on an idle core.
+  const double cpu = double(std::clock() - cpu0) / CLOCKS_PER_SEC;
+  const double T = r.iteration_time;
+
+  nlohmann::json gpus = nlohmann::json::array();
+  i64 compute_activities = 0, collectives = 0;
+  double busy_sum = 0, idle_sum = 0;
+  std::vector<nlohmann::json> per_gpu(static_cast<std::size_t>(plan.dp * plan.tp * plan.pp));
+  for (const auto& g : r.groups) {
+    compute_activities += g.compute_activities;
+    collectives += g.collectives;
+    const double idle = std::max(0.0, T - g.compute() - g.comm());
+    busy_sum += g.compute() + g.comm();
+    idle_sum += idle;
+    for (i64 t = 0; t < plan.tp; ++t) {
+      const i64 rank = g.stage * plan.dp * plan.tp + g.replica * plan.tp + t;
+      per_gpu[static_cast<std::size_t>(rank)] = {
+          {"gpu", rank},          {"stage", g.stage},       {"dp_rank", g.replica},  {"tp_rank", t},
+          {"compute_s", g.compute()}, {"comm_s", g.comm()}, {"idle_s", idle},
+          {"tp_comm_s", g.tp_comm}, {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"ep_comm_s", g.ep_comm},
+          {"peak_activations_bytes", g.peak_activations}, {"end_s", g.end}};
+    }
+  }
+  for (auto& j : per_gpu) gpus.push_back(std::move(j));
+
+  // Busiest links: mean utilisation over the iteration.
+  auto loads = net.link_loads();
+  std::stable_sort(loads.begin(), loads.end(), [](const LinkLoad& a, const LinkLoad& b) {
+    return a.bytes / a.bandwidth > b.bytes / b.bandwidth;
+  });
+  nlohmann::json links = nlohmann::json::array();
+  for (std::size_t i = 0; i < loads.size() && i < 10; ++i)
+    links.push_back({{"link", loads[i].name},
+                     {"bytes", loads[i].bytes},
+                     {"bandwidth_Bps", loads[i].bandwidth},
+                     {"utilisation", T > 0 ? loads[i].bytes / (loads[i].bandwidth * T) : 0.0}});
+
+  const i64 events = net.flows_started() + compute_activities + collectives;
+  if (!o.trace_file.empty()) trace.write(o.trace_file);
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : r.groups)
+    groups.push_back({{"stage", g.stage}, {"replica", g.replica}, {"forward_s", g.forward}, {"backward_s", g.backward},
+                      {"recompute_s", g.recompute}, {"tp_comm_s", g.tp_comm}, {"ep_comm_s", g.ep_comm},
+                      {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"optimizer_s", g.optimizer},
+                      {"end_s", g.end}, {"peak_activations_bytes", g.peak_activations}});
+  return {{"iteration_time_s", T},
+          {"groups", groups},
+          {"simulator",
+           {{"gpus", gpus},
+            {"busiest_links", links},
+            {"links_used", loads.size()},
+            {"bytes_moved", net.bytes_sent()},
+            {"mean_busy_fraction", T > 0 ? busy_sum / (T * double(r.groups.size())) : 0.0},
+            {"mean_idle_s", r.groups.empty() ? 0.0 : idle_sum / double(r.groups.size())},
+            {"events", {{"flows", net.flows_started()}, {"compute_activities", compute_activities},
+                        {"collectives", collectives}, {"total", events}}},
+            {"wall_time_s", wall},
+            {"cpu_time_s", cpu},
+            {"events_per_s", wall > 0 ? double(events) / wall : 0.0},
+            {"events_per_cpu_s", cpu > 0 ? double(events) / cpu : 0.0},
+            {"trace_slices", trace.size()},
+            {"collectives_setting", plan.collectives},
+            {"network_model", to_json(o.network)},
+            {"platform", platform.description},
+            {"simgrid_version", simgrid_version()}}}};
+}
+
+}  // namespace
+
+nlohmann::json simulate_plan(const ReplayPlan& plan, const ClusterModel& cluster, const SimulateOptions& o) {
+  return in_child([&] { return replay_statistics(plan, cluster, o); });
+}
+
+nlohmann::json simulate(const Scenario& s, const SimulateOptions& o) {
+  Diagnostics diag(s.source);
+  const std::string& algo = s.simulation.collectives;
+  if (algo != "auto" && !find_collective_algorithm(algo))
+    diag.error("/simulation/collectives", fmt::format("unknown collective algorithm \"{}\" (see simulate --list-collectives)", algo));
+  diag.throw_if_errors();
+  const Estimator est = make_estimator(s);
+  const Estimate e = est.estimate(s.plan);
+  const ReplayPlan plan = build_replay_plan(s, est, e);
+  nlohmann::json sim = simulate_plan(plan, est.cluster(), o);
+  const double T = sim["iteration_time_s"].get<double>();
+  const double scale = e.iteration_time / T;  // rates of the estimate re-timed
+
+  // Breakdown of the group that finishes last (it defines the iteration time); what
+  // its busy time does not cover is waiting: pipeline bubble and stragglers.
+  const auto& groups = sim["groups"];
+  std::size_t crit = 0;
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    if (groups[i]["end_s"].get<double>() > groups[crit]["end_s"].get<double>()) crit = i;
+  const auto& c = groups[crit];
+  const auto val = [&](const char* k) { return c[k].get<double>(); };
+  nlohmann::json breakdown{{"compute_forward_s", val("forward_s")},
+                           {"compute_backward_s", val("backward_s")},
+                           {"compute_recompute_s", val("recompute_s")},
+                           {"tp_comm_exposed_s", val("tp_comm_s")},
+                           {"ep_comm_exposed_s", val("ep_comm_s")},
+                           {"pp_comm_exposed_s", val("pp_comm_s")},
+                           {"dp_comm_exposed_s", val("dp_comm_s")},
+                           {"optimizer_s", val("optimizer_s")}};
+  double busy = 0;
+  for (const auto& [k, v] : breakdown.items()) busy += v.get<double>();
+  breakdown["bubble_s"] = std::max(0.0, T - busy);
+
+  // Memory: the estimator's static parts, activations from the replayed schedule.
+  double worst = 0;
+  MemoryBreakdown worst_mem;
+  nlohmann::json stages = nlohmann::json::array();
+  for (i64 st = 0; st < plan.pp; ++st) {
+    double act = 0, comp = 0, comm = 0;
+    for (const auto& g : groups)
+      if (g["stage"].get<i64>() == st) {
+        act = std::max(act, g["peak_activations_bytes"].get<double>());
+        comp = std::max(comp, g["forward_s"].get<double>() + g["backward_s"].get<double>() +
+                                  g["recompute_s"].get<double>() + g["optimizer_s"].get<double>());
+        comm = std::max(comm, g["tp_comm_s"].get<double>() + g["pp_comm_s"].get<double>() +
+                                  g["dp_comm_s"].get<double>() + g["ep_comm_s"].get<double>());
+      }
+    MemoryBreakdown mem = plan.stages[static_cast<std::size_t>(st)].static_memory;
+    mem.activations = act;
+    stages.push_back({{"stage", st}, {"compute_s", comp}, {"comm_s", comm}, {"memory_bytes", mem.total()},
+                      {"activations_bytes", act}, {"params_per_gpu", plan.stages[static_cast<std::size_t>(st)].params}});
+    if (mem.total() > worst) {
+      worst = mem.total();
+      worst_mem = mem;
+    }
+  }
+  const double capacity = e.memory_capacity;
+  // Bubble fraction: idle share of the schedule on the critical group, before the
+  // gradient reduction and optimizer step.
+  const double schedule_time = T - val("dp_comm_s") - val("optimizer_s");
+  nlohmann::json out{
+      {"iteration_time_s", T},
+      {"tokens_per_s", e.tokens_per_s * scale},
+      {"samples_per_s", e.samples_per_s * scale},
+      {"tflops_per_gpu", e.tflops_per_gpu * scale},
+      {"model_tflops_per_gpu", e.model_tflops_per_gpu * scale},
+      {"mfu", e.mfu * scale},
+      {"memory_per_gpu_bytes", worst},
+      {"memory_capacity_bytes", capacity},
+      {"fits", worst <= capacity},
+      {"overflow_bytes", worst <= capacity ? 0.0 : worst - capacity},
+      {"micro_batches", e.micro_batches},
+      {"parameters", e.parameters},
+      {"hardware_flops_per_iteration", e.hardware_flops},
+      {"model_flops_per_iteration", e.model_flops},
+      {"breakdown", breakdown},
+      {"memory",
+       {{"weights_bytes", worst_mem.weights},
+        {"gradients_bytes", worst_mem.gradients},
+        {"optimizer_states_bytes", worst_mem.optimizer_states},
+        {"activations_bytes", worst_mem.activations},
+        {"temporary_bytes", worst_mem.temporary}}},
+      {"stages", stages},
+      {"simulator", sim["simulator"]},
+  };
+  out["simulator"]["bubble_fraction"] = schedule_time > 0 ? breakdown["bubble_s"].get<double>() / schedule_time : 0.0;
+  out["simulator"]["exposed_communication_s"] =
+      val("tp_comm_s") + val("ep_comm_s") + val("pp_comm_s") + val("dp_comm_s");
+  out["simulator"]["estimator_iteration_time_s"] = e.iteration_time;
+  return out;
+}
+
+std::vector<double> time_collectives(const ClusterModel& cluster, const std::vector<CollectiveProbe>& together,
+                                     const NetworkModelConfig& network) {
+  for (const auto& p : together)
+    if (p.algorithm != "auto" && !find_collective_algorithm(p.algorithm))
+      throw std::invalid_argument(fmt::format("unknown collective algorithm \"{}\"", p.algorithm));
+  const auto j = in_child([&] {
+    auto engine = make_engine(network);
+    const Platform platform = build_platform(cluster);
+    Network net(platform, nullptr);
+    std::vector<double> times(together.size(), 0);
+    for (std::size_t i = 0; i < together.size(); ++i) {
+      const auto* probe = &together[i];
+      double* out = &times[i];
+      sg4::Actor::create(fmt::format("probe{}", i), net.host(probe->groups.front().front()), [&net, probe, out] {
+        const double t0 = sg4::Engine::get_clock();
+        run_collective(net, probe->algorithm, {probe->kind, probe->bytes, probe->groups, "probe"});
+        *out = sg4::Engine::get_clock() - t0;
+      });
+    }
+    engine->run();
+    return nlohmann::json(times);
+  });
+  return j.get<std::vector<double>>();
+}
+
+std::vector<std::pair<std::string, std::string>> list_collectives() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& a : collective_algorithms()) {
+    std::string kinds;
+    for (auto k : a.kinds) kinds += (kinds.empty() ? "" : ", ") + std::string(to_string(k));
+    out.emplace_back(std::string(a.name), fmt::format("{} [{}]", a.description, kinds));
+  }
+  return out;
+}
+
+}  // namespace clustersim::sim

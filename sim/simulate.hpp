@@ -1,0 +1,50 @@
+// The simulator's entry points (no SimGrid types here, so the CLI and the tests see a
+// plain API). SimGrid supports one engine per process, so every simulation runs in a
+// forked child process with a fresh engine and sends its result back as JSON; the
+// parent never initialises SimGrid.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "costmodel/cluster.hpp"
+#include "costmodel/collectives.hpp"
+#include "scenarios/scenario.hpp"
+#include "sim/network_model.hpp"
+#include "sim/replay_plan.hpp"
+
+namespace clustersim::sim {
+
+struct SimulateOptions {
+  std::string trace_file;     // Chrome/Perfetto trace; empty: none
+  std::string platform_file;  // SimGrid platform to use instead of the one built from the scenario
+  NetworkModelConfig network;
+};
+
+// One training iteration of a scenario's plan. The JSON has the keys of
+// `clustersim run --json` (iteration_time_s, tokens_per_s, ..., breakdown, memory)
+// plus "simulator" (per-GPU compute/communication/idle, busiest links, events, wall
+// time, bubble fraction, network model, platform). Throws InputError for scenarios
+// the simulator cannot replay.
+nlohmann::json simulate(const Scenario& s, const SimulateOptions& o = {});
+
+// A replay plan on a cluster (tests build synthetic plans). Returns the same
+// "simulator" statistics plus iteration_time_s.
+nlohmann::json simulate_plan(const ReplayPlan& plan, const ClusterModel& cluster, const SimulateOptions& o = {});
+
+// Collectives started together, each on its own actor: returns each one's simulated
+// duration in seconds. `algorithm` is a table name or "auto".
+struct CollectiveProbe {
+  std::string algorithm = "auto";
+  Collective kind = Collective::all_reduce;
+  Bytes bytes = 0;
+  std::vector<std::vector<std::int64_t>> groups;
+};
+std::vector<double> time_collectives(const ClusterModel& cluster, const std::vector<CollectiveProbe>& together,
+                                     const NetworkModelConfig& network = {});
+
+// Algorithm names and descriptions from the name table, in name order.
+std::vector<std::pair<std::string, std::string>> list_collectives();
+
+}  // namespace clustersim::sim

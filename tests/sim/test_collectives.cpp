@@ -1,0 +1,110 @@
+// Collective algorithms on the SimGrid platform against their closed forms, and the
+// contention case the analytical estimator cannot see.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "costmodel/collectives.hpp"
+#include "sim/simulate.hpp"
+
+using namespace clustersim;
+
+namespace {
+
+ClusterModel cluster(std::int64_t nodes, std::int64_t gpus_per_node, std::int64_t nics_per_node) {
+  ClusterSpec spec;
+  spec.gpu = "a100-sxm4-80gb";
+  spec.nodes = nodes;
+  spec.gpus_per_node = gpus_per_node;
+  spec.intra_node.bandwidth = 300e9;
+  spec.intra_node.latency = 3e-6;
+  if (nodes > 1) spec.inter_node = InterNodeSpec{Topology::fat_tree, nics_per_node, 25e9, 5e-6, 1.0};
+  Diagnostics diag("<test>");
+  ClusterModel c = resolve_cluster(spec, diag);
+  REQUIRE(diag.ok());
+  return c;
+}
+
+std::vector<std::int64_t> ranks(std::int64_t first, std::int64_t count, std::int64_t stride = 1) {
+  std::vector<std::int64_t> r;
+  for (std::int64_t i = 0; i < count; ++i) r.push_back(first + i * stride);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce takes 2(n-1)/n B/bw + 2(n-1) latency", "[sim][collectives]") {
+  const double B = 256e6;
+  SECTION("8 GPUs of one NVSwitch node") {
+    const ClusterModel c = cluster(1, 8, 0);
+    const double n = 8, bw = c.intra_bandwidth * c.gpu.efficiency.collective_nvlink, lat = c.intra_latency;
+    const double expected = 2 * (n - 1) / n * B / bw + 2 * (n - 1) * lat;
+    for (const char* algo : {"ring", "ring-pipelined", "node-aggregated", "auto"}) {
+      const double t = sim::time_collectives(c, {{algo, Collective::all_reduce, B, {ranks(0, 8)}}}).at(0);
+      std::printf("ring all-reduce %-16s n=8 NVSwitch: expected %.6f s, simulated %.6f s\n", algo, expected, t);
+      CHECK(t == Approx(expected).epsilon(0.01));
+    }
+  }
+  SECTION("16 GPUs, one per node, across the fat tree") {
+    const ClusterModel c = cluster(16, 1, 1);
+    const double n = 16, bw = c.nic_bandwidth * c.gpu.efficiency.collective_network, lat = c.inter_latency;
+    const double expected = 2 * (n - 1) / n * B / bw + 2 * (n - 1) * lat;
+    for (const char* algo : {"ring", "ring-pipelined"}) {
+      const double t = sim::time_collectives(c, {{algo, Collective::all_reduce, B, {ranks(0, 16)}}}).at(0);
+      std::printf("ring all-reduce %-16s n=16 over NICs: expected %.6f s, simulated %.6f s\n", algo, expected, t);
+      CHECK(t == Approx(expected).epsilon(0.01));
+    }
+  }
+  SECTION("a small buffer is latency-bound: the step-by-step ring pays 2(n-1) latencies") {
+    const ClusterModel c = cluster(1, 8, 0);
+    const double small = 8e3, n = 8, bw = c.intra_bandwidth * c.gpu.efficiency.collective_nvlink;
+    const double expected = 2 * (n - 1) / n * small / bw + 2 * (n - 1) * c.intra_latency;
+    const double t = sim::time_collectives(c, {{"ring", Collective::all_reduce, small, {ranks(0, 8)}}}).at(0);
+    std::printf("ring all-reduce of 8 kB: expected %.3e s, simulated %.3e s\n", expected, t);
+    CHECK(t == Approx(expected).epsilon(0.01));
+  }
+}
+
+TEST_CASE("all-gather, tree and hierarchical all-reduce match their closed forms", "[sim][collectives]") {
+  const double B = 256e6;
+  const ClusterModel c = cluster(1, 8, 0);
+  const double n = 8, bw = c.intra_bandwidth * c.gpu.efficiency.collective_nvlink, lat = c.intra_latency;
+  const double ag = (n - 1) / n * B / bw + (n - 1) * lat;
+  const double t_ag = sim::time_collectives(c, {{"ring", Collective::all_gather, B, {ranks(0, 8)}}}).at(0);
+  std::printf("ring all-gather n=8: expected %.6f s, simulated %.6f s\n", ag, t_ag);
+  CHECK(t_ag == Approx(ag).epsilon(0.01));
+  // Double binary tree: each rank moves B in and B out per phase.
+  const double tree = 2 * B / bw + 2 * std::ceil(std::log2(n)) * lat;
+  const double t_tree = sim::time_collectives(c, {{"tree", Collective::all_reduce, B, {ranks(0, 8)}}}).at(0);
+  std::printf("tree all-reduce n=8: expected %.6f s, simulated %.6f s\n", tree, t_tree);
+  CHECK(t_tree == Approx(tree).epsilon(0.02));
+  // Hierarchical over 4 nodes x 4 GPUs (4 NICs each): intra reduce-scatter, inter
+  // all-reduce of B/4 per local rank on its own NIC, intra all-gather.
+  const ClusterModel c4 = cluster(4, 4, 4);
+  const double nic = c4.nic_bandwidth * c4.gpu.efficiency.collective_network;
+  const double intra = c4.intra_bandwidth * c4.gpu.efficiency.collective_nvlink;
+  const double h = 2 * (3.0 / 4 * B / intra + 3 * c4.intra_latency) + 2 * 3.0 / 4 * (B / 4) / nic + 6 * c4.inter_latency;
+  const double t_h = sim::time_collectives(c4, {{"hierarchical", Collective::all_reduce, B, {ranks(0, 16)}}}).at(0);
+  std::printf("hierarchical all-reduce 4x4: expected %.6f s, simulated %.6f s\n", h, t_h);
+  CHECK(t_h == Approx(h).epsilon(0.01));
+}
+
+TEST_CASE("two all-reduces sharing one NIC take twice as long; the estimator misses it", "[sim][contention]") {
+  // Two nodes of 2 GPUs with a single NIC each. Group A = GPU 0 of each node, group B =
+  // GPU 1 of each node: both rings cross the network through the same two NICs.
+  const ClusterModel c = cluster(2, 2, 1);
+  const double B = 512e6;
+  const sim::CollectiveProbe a{"ring-pipelined", Collective::all_reduce, B, {{0, 2}}};
+  const sim::CollectiveProbe b{"ring-pipelined", Collective::all_reduce, B, {{1, 3}}};
+  const double alone = sim::time_collectives(c, {a}).at(0);
+  const auto both = sim::time_collectives(c, {a, b});
+  // The estimator prices each collective on its own; it has no notion of the other one.
+  const double estimated = collective_time(c, Collective::all_reduce, B, Group{2, 1}, 1.0);
+  std::printf("all-reduce of %.0f MB over one shared NIC: alone %.6f s, with a second one %.6f s and %.6f s "
+              "(expected 2x = %.6f s); estimator %.6f s in both cases\n",
+              B / 1e6, alone, both[0], both[1], 2 * alone, estimated);
+  CHECK(both[0] == Approx(2 * alone).epsilon(0.02));
+  CHECK(both[1] == Approx(2 * alone).epsilon(0.02));
+  CHECK(estimated == Approx(alone).epsilon(0.02));
+  CHECK(both[0] > 1.9 * estimated);
+}

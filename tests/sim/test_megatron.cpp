@@ -1,0 +1,37 @@
+// Simulator against the analytical estimator on Megatron-LM's Table 1 scenarios
+// (overlap_grad_reduce is off in all of them). Contention-free by construction (every
+// tensor-parallel group has its own NVSwitch ports, every data-parallel ring its own
+// NIC), so the two must agree within 3%. The rows above 512 GPUs take tens of seconds
+// each and are left to the benchmark (bench-simulate --table).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "scenarios/json_reader.hpp"
+#include "sim/simulate.hpp"
+#include "strategies/estimator.hpp"
+
+using namespace clustersim;
+
+TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[sim][megatron]") {
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  std::printf("\n%-8s %5s %3s %3s %12s %12s %8s %8s\n", "model", "GPUs", "TP", "PP", "estimator s", "simulated s",
+              "diff", "wall s");
+  for (const char* row : {"gpt-1_7b", "gpt-3_6b", "gpt-7_5b", "gpt-18_4b", "gpt-39_1b"}) {
+    const Scenario s = load_scenario(root + "/scenarios/megatron-table1/" + row + ".json");
+    REQUIRE_FALSE(s.plan.overlap_grad_reduce);
+    const Estimate e = make_estimator(s).estimate(s.plan);
+    const auto r = sim::simulate(s);
+    const double t = r["iteration_time_s"].get<double>();
+    const double diff = (t - e.iteration_time) / e.iteration_time;
+    std::printf("%-8s %5lld %3lld %3lld %12.4f %12.4f %+7.2f%% %8.2f\n", row,
+                static_cast<long long>(s.cluster.total_gpus()), static_cast<long long>(s.plan.tp),
+                static_cast<long long>(s.plan.pp), e.iteration_time, t, 100 * diff,
+                r["simulator"]["wall_time_s"].get<double>());
+    INFO(row);
+    CHECK(std::fabs(diff) <= 0.03);
+    // Same FLOPs, so throughput differs exactly as the iteration time does.
+    CHECK(r["tflops_per_gpu"].get<double>() * t == Approx(e.tflops_per_gpu * e.iteration_time).epsilon(1e-9));
+    CHECK(r["fits"].get<bool>() == e.fits);
+  }
+}
