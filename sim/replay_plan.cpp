@@ -85,7 +85,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Esti
   r.weight_bytes = est.precision().weight_bytes;
   r.collectives = s.simulation.collectives;
 
-  const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, est.precision().activation_bytes);
+  const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training.precision));
   const KernelModel km(est.cluster().gpu);
   const ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute};
   if (plan.pp > 1) r.tied_params = g.tied_params / double(plan.tp);

@@ -69,8 +69,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     (ep_comm ? c.ep : c.tp_forward) += comm_f;
     (ep_comm ? c.ep : c.tp_backward) += comm_b;
     c.hardware_flops += 3.0 * o.forward_flops;
-    const bool recomputed = rc == Recompute::full || (rc == Recompute::selective && op.core_attention);
-    if (recomputed) {
+    if (recomputed(op, requested, is_layer)) {
       c.recompute += o.forward;
       (ep_comm ? c.ep : c.tp_recompute) += comm_f;
       c.hardware_flops += o.forward_flops;
