@@ -145,7 +145,7 @@ int check(const DbOptions& o) {
 
 results::MeasuredRecord parse_measured(const json& doc, const std::string& file) {
   Diagnostics diag(file);
-  ObjectReader r(doc, "", diag, {"format", "name", "source", "scenario", "measured", "environment"});
+  ObjectReader r(doc, "", diag, {"format", "name", "source", "scenario", "measured", "environment", "command_line", "error"});
   results::MeasuredRecord m;
   m.file = file;
   if (!r.valid()) diag.throw_if_errors();
@@ -162,7 +162,18 @@ results::MeasuredRecord parse_measured(const json& doc, const std::string& file)
     for (const auto& p : sd.problems()) diag.error("/scenario" + p.path, p.message);
     if (sd.ok()) m.scenario = to_json(scenario);
   }
-  if (const auto* me = r.object("measured")) {
+  if (const auto* me_all = r.object("measured")) {
+    // The format names these keys; producers may add more (per-step series, loss...),
+    // which are kept with the run but not checked.
+    static const std::set<std::string> known{"step_time_s", "forward_time_s", "backward_time_s", "optimizer_time_s",
+                                             "peak_memory_bytes", "peak_reserved_bytes", "tokens_per_s", "parameters",
+                                             "steps_measured", "step_times_s"};
+    // (Edit distance cannot tell a typo from such a series: "forward_times_s" is a
+    // legitimate neighbour of "forward_time_s". The required step_time_s is the guard.)
+    json checked = json::object();
+    for (const auto& [k, v] : me_all->items())
+      if (known.count(k)) checked[k] = v;
+    const json* me = &checked;
     ObjectReader mr(*me, "/measured", diag,
                     {"step_time_s", "forward_time_s", "backward_time_s", "optimizer_time_s", "peak_memory_bytes",
                      "peak_reserved_bytes", "tokens_per_s", "parameters", "steps_measured", "step_times_s"});
@@ -178,15 +189,19 @@ results::MeasuredRecord parse_measured(const json& doc, const std::string& file)
           if (!(*st)[i].is_number() || (*st)[i].get<double>() <= 0)
             diag.error(json_path(mr.path("step_times_s"), i), "expected a positive number, got " + describe((*st)[i]));
     }
-    m.measured = *me;
+    m.measured = *me_all;
   }
   // The environment is free-form provenance: the known keys become columns, every key is kept.
   if (const auto* env = r.object("environment")) {
     for (const auto& [k, v] : env->items())
-      if (!(v.is_string() || v.is_number() || v.is_null()))
-        diag.error(json_path("/environment", k), "expected a string or a number, got " + describe(v));
+      if (!(v.is_string() || v.is_number() || v.is_boolean() || v.is_null()))
+        diag.error(json_path("/environment", k), "expected a string, number or true/false, got " + describe(v));
     m.environment = *env;
   }
+  // The producer's command line is provenance too; a run that failed has nothing to import.
+  if (const auto cmd = r.string("command_line", false)) m.environment["command_line"] = *cmd;
+  if (const auto* err = r.get("error"))
+    diag.error(r.path("error"), "the measurement failed (" + describe(*err) + "): nothing to import");
   diag.throw_if_errors();
   return m;
 }
@@ -197,7 +212,24 @@ int import_measured(const DbOptions& o) {
   std::vector<Problem> problems;
   for (const auto& f : o.files) {
     try {
-      records.push_back(parse_measured(read_json_file(f), f));
+      const json doc = read_json_file(f);
+      // calibration/training/run_all.sh writes many runs in one file.
+      if (doc.is_object() && doc.value("format", "") == "clustersim-measured-runs/1") {
+        const auto& runs = doc.value("runs", json::array());
+        if (!runs.is_array() || runs.empty()) throw InputError(f, "/runs", "expected a non-empty list of measured runs");
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          try {
+            records.push_back(parse_measured(runs[i], f));
+          } catch (const InputError& e) {
+            for (auto p : e.problems()) {
+              p.path = json_path("/runs", i) + p.path;
+              problems.push_back(p);
+            }
+          }
+        }
+        continue;
+      }
+      records.push_back(parse_measured(doc, f));
     } catch (const InputError& e) {
       problems.insert(problems.end(), e.problems().begin(), e.problems().end());
     }
@@ -526,7 +558,7 @@ const Registration db_command{
       export_c->add_flag("--json", o->json, "JSON array of runs");
       export_c->add_option("--sweep", o->sweep, "only this sweep's runs");
       export_c->add_option("--out,-o", o->out, "output file (default: standard output)");
-      auto* import_c = with_db(sub.add_subcommand("import-measured", "import measured runs (clustersim-measured-run/1)"));
+      auto* import_c = with_db(sub.add_subcommand("import-measured", "import measured runs (clustersim-measured-run/1, or a clustersim-measured-runs/1 list)"));
       import_c->add_option("FILE", o->files, "measured-run JSON files")->required();
       auto* plot_c = sub.add_subcommand("plot", "SVG charts");
       plot_c->require_subcommand(1);

@@ -53,3 +53,26 @@ TEST_CASE("calibrate import stores samples once; fit --db equals fit from the fi
   CHECK_THAT(out, Catch::Contains("no complete microbenchmark samples"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("the H100 measured runs import and compare with the analytical estimates", "[cli][calibration]") {
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const fs::path dir = fs::temp_directory_path() / "clustersim-measured-test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "m.db").string();
+  std::string out;
+  REQUIRE(run("db import-measured " + root + "/calibration/data/h100-sxm5-80gb/measured-runs-2026-11-26.json --db " + db,
+              &out) == 0);
+  INFO(out);
+  for (const auto& e : fs::directory_iterator(root + "/scenarios/measured-h100"))
+    REQUIRE(run("run " + e.path().string() + " --db " + db, &out) == 0);
+  REQUIRE(run("db compare --db " + db, &out) == 0);
+  // Every one of the 10 measured runs finds its estimate through the scenario hash: the
+  // summary's "all" row counts 10 runs.
+  const auto all = out.find("\nall ");
+  REQUIRE(all != std::string::npos);
+  const std::string row = out.substr(all + 1, out.find('\n', all + 1) - all - 1);
+  INFO(row);
+  CHECK(std::stoi(row.substr(3)) == 10);
+  fs::remove_all(dir);
+}
