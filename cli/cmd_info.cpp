@@ -2,16 +2,11 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
+#include "cli/provenance.hpp"
 #include "costmodel/hardware.hpp"
 #include "results/sqlite_info.hpp"
 #include "sim/simgrid_info.hpp"
 
-#ifndef CLUSTERSIM_GIT_REVISION
-#define CLUSTERSIM_GIT_REVISION "unknown"
-#endif
-#ifndef CLUSTERSIM_VERSION
-#define CLUSTERSIM_VERSION "0"
-#endif
 
 namespace clustersim::cli {
 namespace {
@@ -34,8 +29,8 @@ const Registration gpus_command{"gpus", "list the built-in GPU profiles",
 
 const Registration version_command{"version", "print versions and provenance", [](CLI::App&) -> Runner {
                                      return [] {
-                                       fmt::print("clustersim {} (git {})\nSimGrid {}\nSQLite {}\n", CLUSTERSIM_VERSION,
-                                                  CLUSTERSIM_GIT_REVISION, sim::simgrid_version(),
+                                       fmt::print("clustersim {} (git {})\nSimGrid {}\nSQLite {}\n", tool_version,
+                                                  git_revision, sim::simgrid_version(),
                                                   results::sqlite_version());
                                        return 0;
                                      };

@@ -5,16 +5,11 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/provenance.hpp"
 #include "cli/report.hpp"
 #include "cli/store.hpp"
 #include "strategies/estimator.hpp"
 
-#ifndef CLUSTERSIM_GIT_REVISION
-#define CLUSTERSIM_GIT_REVISION "unknown"
-#endif
-#ifndef CLUSTERSIM_VERSION
-#define CLUSTERSIM_VERSION "0"
-#endif
 
 namespace clustersim::cli {
 namespace {
@@ -32,9 +27,9 @@ int run(const RunOptions& o) {
   if (o.json || !o.db.empty()) {
     nlohmann::json out = to_json(e);
     out["scenario"] = to_json(s);
-    out["tool"] = {{"name", "clustersim"}, {"version", CLUSTERSIM_VERSION}, {"git_revision", CLUSTERSIM_GIT_REVISION},
-                   {"method", "analytical"}, {"gpu_profile", est.cluster().gpu.name},
-                   {"gpu_profile_status", est.cluster().gpu.status}};
+    out["tool"] = tool_json("analytical");
+    out["tool"]["gpu_profile"] = est.cluster().gpu.name;
+    out["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
     if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, out, "analytical") << " in " << o.db << '\n';
     if (o.json) std::cout << out.dump(2) << '\n';
   }

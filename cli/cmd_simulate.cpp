@@ -6,15 +6,11 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/provenance.hpp"
+#include "cli/store.hpp"
 #include "sim/simgrid_info.hpp"
 #include "sim/simulate.hpp"
 
-#ifndef CLUSTERSIM_GIT_REVISION
-#define CLUSTERSIM_GIT_REVISION "unknown"
-#endif
-#ifndef CLUSTERSIM_VERSION
-#define CLUSTERSIM_VERSION "0"
-#endif
 
 namespace clustersim::cli {
 namespace {
@@ -23,6 +19,7 @@ struct SimulateOptions {
   std::string file;
   std::string trace;
   std::string platform;
+  std::string db;  // --db FILE: also store the run there
   bool json = false;
   bool list = false;
 };
@@ -39,14 +36,14 @@ int simulate_command(const SimulateOptions& o) {
   so.trace_file = o.trace;
   so.platform_file = o.platform;
   nlohmann::json out = sim::simulate(s, so);
+  out["tool"] = tool_json("simgrid");
+  out["tool"]["simgrid_version"] = sim::simgrid_version();
+  out["tool"]["network_model"] = out["simulator"]["network_model"];
+  // The results database keeps the SimGrid configuration as provenance.
+  out["tool"]["simgrid_config"] = out["simulator"]["network_model"];
+  if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, out, "simulated") << " in " << o.db << '\n';
   if (o.json) {
     out["scenario"] = to_json(s);
-    out["tool"] = {{"name", "clustersim"},
-                   {"version", CLUSTERSIM_VERSION},
-                   {"git_revision", CLUSTERSIM_GIT_REVISION},
-                   {"method", "simgrid"},
-                   {"simgrid_version", sim::simgrid_version()},
-                   {"network_model", out["simulator"]["network_model"]}};
     std::cout << out.dump(2) << '\n';
     return 0;
   }
@@ -85,6 +82,7 @@ const Registration simulate_registration{
                      "SimGrid platform file to replay on instead of the cluster built from the scenario "
                      "(hosts gpu-0 ... gpu-N-1)");
       sub.add_flag("--list-collectives", o->list, "list the collective algorithms and exit");
+      sub.add_option("--db", o->db, "also store the run in this results database");
       return [o] { return simulate_command(*o); };
     }};
 

@@ -20,17 +20,12 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/provenance.hpp"
 #include "cli/store.hpp"
 #include "results/store.hpp"
 #include "scenarios/sweep.hpp"
 #include "strategies/estimator.hpp"
 
-#ifndef CLUSTERSIM_GIT_REVISION
-#define CLUSTERSIM_GIT_REVISION "unknown"
-#endif
-#ifndef CLUSTERSIM_VERSION
-#define CLUSTERSIM_VERSION "0"
-#endif
 
 namespace clustersim::cli {
 namespace {
@@ -104,9 +99,9 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const std::set<std::s
   try {
     const Estimator& est = cache.get(s, canonical);
     nlohmann::json result = to_json(est.estimate(s.plan));
-    result["tool"] = {{"name", "clustersim"}, {"version", CLUSTERSIM_VERSION}, {"git_revision", CLUSTERSIM_GIT_REVISION},
-                      {"method", spec.method}, {"gpu_profile", est.cluster().gpu.name},
-                      {"gpu_profile_status", est.cluster().gpu.status}};
+    result["tool"] = tool_json(spec.method);
+    result["tool"]["gpu_profile"] = est.cluster().gpu.name;
+    result["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
     o.record = std::make_unique<results::RunRecord>(make_run_record(s, canonical, std::move(result), spec.method));
     o.record->scenario_hash = o.key;
     o.record->slim();  // serialise (and free) here, on a worker, not in the single writer

@@ -1,5 +1,6 @@
 // Storing computed runs: the hardware profile's provenance comes from the profile the
 // run used (built-in or file), the tool's from the build.
+#include "cli/provenance.hpp"
 #include "cli/store.hpp"
 
 #include <map>
@@ -8,12 +9,6 @@
 #include "costmodel/hardware.hpp"
 #include "sim/simgrid_info.hpp"
 
-#ifndef CLUSTERSIM_GIT_REVISION
-#define CLUSTERSIM_GIT_REVISION "unknown"
-#endif
-#ifndef CLUSTERSIM_VERSION
-#define CLUSTERSIM_VERSION "0"
-#endif
 
 namespace clustersim::cli {
 namespace {
@@ -46,8 +41,8 @@ results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, 
   r.scenario = std::move(canonical);
   r.result = std::move(result);
   r.hardware = hardware_of(s.cluster.gpu);
-  r.provenance.tool_version = CLUSTERSIM_VERSION;
-  r.provenance.git_revision = CLUSTERSIM_GIT_REVISION;
+  r.provenance.tool_version = tool_version;
+  r.provenance.git_revision = git_revision;
   if (r.result.contains("tool") && r.result["tool"].is_object()) {
     const auto& tool = r.result["tool"];
     if (tool.contains("simgrid_version") && tool["simgrid_version"].is_string())
