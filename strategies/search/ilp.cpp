@@ -322,6 +322,10 @@ IlpResult solve_ilp(const IlpRequest& r, const IlpOptions& options) {
     return res;
   }
   res.status = IlpStatus::infeasible;
+  if (!options.explain_infeasible) {
+    res.message = "infeasible";
+    return res;
+  }
   const Solved p = run_cbc(r, lp, options, Mode::min_peak);
   if (!p.found) {
     res.min_feasible_memory = std::numeric_limits<double>::infinity();

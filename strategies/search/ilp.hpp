@@ -46,6 +46,9 @@ struct IlpOptions {
   double time_limit_s = 600;  // Alpa's limit
   double relative_gap = 0;    // 0 = prove optimality
   int seed = 1;
+  // On infeasibility, solve a second ILP for the smallest memory that fits (the search
+  // turns it off: it only needs to know that a candidate does not fit).
+  bool explain_infeasible = true;
   // Throws InputError naming the bad value.
   void validate() const;
 };

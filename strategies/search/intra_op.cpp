@@ -234,9 +234,7 @@ class Builder {
           else enumerate_tensor(n, strategies_[v]);
           break;
       }
-      if (strategies_[v].empty())
-        throw InputError("<intra-op>", "/ops/" + n.op->name,
-                         fmt::format("no sharding of this op divides evenly on the {} mesh", m_.name()));
+      if (strategies_[v].empty() && unshardable_.empty()) unshardable_ = n.op->name;
     }
   }
 
@@ -265,6 +263,8 @@ class Builder {
   }
 
   const std::vector<SNode>& nodes() const { return nodes_; }
+  // The first op with no strategy that divides evenly on this mesh ("" when none).
+  const std::string& unshardable() const { return unshardable_; }
   const std::vector<std::vector<Strategy>>& strategies() const { return strategies_; }
 
  private:
@@ -482,7 +482,28 @@ class Builder {
   KernelModel km_;
   std::vector<SNode> nodes_;
   std::vector<std::vector<Strategy>> strategies_;
+  std::string unshardable_;
 };
+
+IntraOpResult summarise(const Builder& b, const IlpRequest& r, const std::vector<StrategyIdx>& choice) {
+  IntraOpResult res;
+  res.feasible = true;
+  res.ilp_nodes = int(r.nodes.size());
+  res.ilp_edges = int(r.edges.size());
+  for (const auto& n : r.nodes) res.ilp_leaders += n.follows < 0 ? 1 : 0;
+  double peak = 0;
+  res.latency = evaluate_choice(r, choice, &peak);
+  for (std::size_t v = 0; v < r.nodes.size(); ++v) {
+    const Strategy& st = b.strategies()[v][std::size_t(choice[v].value)];
+    res.weight_memory += st.weight_mem;
+    res.activation_memory += st.act_mem;
+    const auto& n = b.nodes()[v];
+    if (n.kind == NodeKind::elementwise && n.follows) continue;  // counted with their leader
+    res.decisions.push_back({n.op->name, st.name, st.kind});
+    ++res.kind_counts[st.kind];
+  }
+  return res;
+}
 
 }  // namespace
 
@@ -517,29 +538,54 @@ IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options)
   Builder b(p);
   b.lower();
   b.enumerate();
-  const IlpRequest r = b.request();
   IntraOpResult res;
-  res.ilp_nodes = int(r.nodes.size());
-  res.ilp_edges = int(r.edges.size());
-  for (const auto& n : r.nodes) res.ilp_leaders += n.follows < 0 ? 1 : 0;
+  if (!b.unshardable().empty()) {
+    res.message = fmt::format("op {} has no sharding that divides evenly on the {} mesh", b.unshardable(), p.mesh.name());
+    return res;
+  }
+  const IlpRequest r = b.request();
   const IlpResult s = solve_ilp(r, options);
-  res.status = s.status;
   if (s.status == IlpStatus::infeasible) {
+    res.status = s.status;
     res.min_memory = s.min_feasible_memory;
     res.message = s.message;
     return res;
   }
-  res.feasible = true;
-  res.latency = s.objective;
+  res = summarise(b, r, s.choice);
+  res.status = s.status;
+  return res;
+}
+
+IntraOpResult evaluate_intra_op(const IntraOpProblem& p, const std::vector<OpDecision>& decisions,
+                                const std::string& file, const std::string& path) {
+  Builder b(p);
+  b.lower();
+  b.enumerate();
+  const IlpRequest r = b.request();
+  std::vector<StrategyIdx> choice(r.nodes.size());
+  std::size_t next = 0;
   for (std::size_t v = 0; v < r.nodes.size(); ++v) {
-    const Strategy& st = b.strategies()[v][std::size_t(s.choice[v].value)];
-    res.weight_memory += st.weight_mem;
-    res.activation_memory += st.act_mem;
     const auto& n = b.nodes()[v];
-    if (n.kind == NodeKind::elementwise && n.follows) continue;  // counted with their leader
-    res.decisions.push_back({n.op->name, st.name, st.kind});
-    ++res.kind_counts[st.kind];
+    if (r.nodes[v].follows >= 0) {
+      choice[v] = choice[std::size_t(r.nodes[v].follows)];
+      continue;
+    }
+    const std::string at = fmt::format("{}/{}", path, next);
+    if (next >= decisions.size())
+      throw InputError(file, path, fmt::format("the plan names {} ops; this stage has more (next: {})", decisions.size(), n.op->name));
+    const OpDecision& d = decisions[next++];
+    if (d.op != n.op->name) throw InputError(file, at + "/op", fmt::format("expected op \"{}\" here, got \"{}\"", n.op->name, d.op));
+    const auto& st = b.strategies()[v];
+    auto it = std::find_if(st.begin(), st.end(), [&](const Strategy& x) { return x.name == d.strategy; });
+    if (it == st.end())
+      throw InputError(file, at + "/strategy",
+                       fmt::format("\"{}\" is not a strategy of {} on the {} mesh", d.strategy, d.op, p.mesh.name()));
+    choice[v] = StrategyIdx{int(it - st.begin())};
   }
+  if (next != decisions.size())
+    throw InputError(file, path, fmt::format("the plan names {} ops; this stage has {}", decisions.size(), next));
+  IntraOpResult res = summarise(b, r, choice);
+  res.status = IlpStatus::feasible;
   return res;
 }
 

@@ -72,5 +72,10 @@ struct IntraOpResult {
 // Builds the flat request (exposed for tests and tools).
 IlpRequest build_intra_op_request(const IntraOpProblem& p, std::vector<OpDecision>* names = nullptr);
 IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options = {});
+// Costs a fixed choice: `decisions` name one strategy per non-following op, in order
+// (as solve_intra_op returns them). Throws InputError at `path`/i when an op or
+// strategy name does not match this problem.
+IntraOpResult evaluate_intra_op(const IntraOpProblem& p, const std::vector<OpDecision>& decisions,
+                                const std::string& file, const std::string& path);
 
 }  // namespace clustersim::search
