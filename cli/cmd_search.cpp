@@ -7,7 +7,9 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/cmd_search.hpp"
 #include "cli/command.hpp"
+#include "scenarios/json_reader.hpp"
 #include "strategies/search/search.hpp"
 
 namespace clustersim::cli {
@@ -120,4 +122,27 @@ const Registration search_command{
     }};
 
 }  // namespace
+
+int run_plan_file(const Scenario& s, const std::string& plan_file, bool json) {
+  const search::SearchPlan recorded = search::plan_from_json(read_json_file(plan_file), plan_file);
+  const search::SearchPlan p = search::evaluate_plan(s, recorded, plan_file);
+  std::vector<std::string> names;
+  // Block names for the printout, from a one-sample graph (names do not depend on it).
+  const auto graph = build_model_graph(s.model, 1, 2);
+  for (int b : graph.pre) names.push_back(graph.blocks[std::size_t(b)].name);
+  for (int b : graph.layers) names.push_back(graph.blocks[std::size_t(b)].name);
+  for (int b : graph.post) names.push_back(graph.blocks[std::size_t(b)].name);
+  if (json) {
+    nlohmann::json j = search::to_json(p, names);
+    j["fits"] = p.feasible;
+    j["scenario"] = s.name;
+    std::cout << j.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << fmt::format("{} with plan {} ({}):\n", s.name, plan_file, p.method);
+  print_plan(std::cout, p, names);
+  if (!p.feasible) std::cout << "warning: a stage needs more memory than the GPU has\n";
+  return 0;
+}
+
 }  // namespace clustersim::cli
