@@ -115,7 +115,7 @@ const Registration search_command{
       sub.add_flag("--json", o->json, "print machine-readable JSON");
       sub.add_flag("--no-manual", o->no_manual, "skip the manual baseline");
       sub.add_option("--clusters", o->clusters, "layers after clustering (Alpa's L)")->check(CLI::Range(1, 1 << 20));
-      sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: 4..128, powers of two)");
+      sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 4 to the global batch)");
       sub.add_option("--time-limit", o->time_limit, "ILP time limit per solve, seconds");
       sub.add_option("--gap", o->gap, "ILP relative optimality gap (0: exact)");
       return [o] { return run_search_command(*o); };

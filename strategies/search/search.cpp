@@ -65,7 +65,7 @@ class Searcher {
   std::vector<i64> micro_batch_counts() const {
     if (!o_.micro_batch_counts.empty()) return o_.micro_batch_counts;
     std::vector<i64> out;
-    for (i64 b = 4; b <= 128; b *= 2)
+    for (i64 b = 4; b <= s_.training.global_batch; b *= 2)
       if (b <= s_.training.global_batch && s_.training.global_batch % b == 0) out.push_back(b);
     if (out.empty()) out.push_back(1);
     return out;

@@ -19,8 +19,8 @@ namespace clustersim::search {
 
 struct SearchOptions {
   int layer_clusters = 8;  // K: layers after clustering (capped by the model's blocks)
-  // Micro-batch counts B to try; empty: the powers of two from 4 to 128 dividing the
-  // global batch.
+  // Micro-batch counts B to try; empty: the powers of two from 4 up to the global
+  // batch that divide it.
   std::vector<std::int64_t> micro_batch_counts;
   IlpOptions ilp = default_search_ilp();
   static IlpOptions default_search_ilp() {
