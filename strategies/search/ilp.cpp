@@ -111,6 +111,7 @@ std::vector<std::vector<std::pair<int, double>>> memory_rows(const IlpRequest& r
 
 struct Solved {
   bool found = false, proven = false;
+  bool proven_infeasible = false;
   double objective = 0;
   std::vector<double> x;
 };
@@ -213,6 +214,7 @@ Solved run_cbc(const IlpRequest& r, const Lp& lp, const IlpOptions& o, Mode mode
     out.objective = model.getObjValue();
     out.x.assign(model.bestSolution(), model.bestSolution() + ncols);
   }
+  out.proven_infeasible = !out.found && (model.isProvenInfeasible() || model.status() == 0);
   return out;
 }
 
@@ -236,6 +238,7 @@ std::string to_string(IlpStatus s) {
     case IlpStatus::optimal: return "optimal";
     case IlpStatus::feasible: return "feasible (time limit or gap)";
     case IlpStatus::infeasible: return "infeasible";
+    case IlpStatus::unknown: return "unknown (time limit before any solution)";
   }
   return "?";
 }
@@ -314,6 +317,28 @@ IlpResult solve_ilp(const IlpRequest& r, const IlpOptions& options) {
     return res;
   }
   const Lp lp = build_lp(r);
+  // A cheap exact test first: if even the smallest finite-cost strategy of every
+  // leader group overflows some liveness step, no solution fits.
+  if (std::isfinite(r.memory_budget)) {
+    for (const auto& step : memory_rows(r, lp)) {
+      std::vector<double> coef(std::size_t(lp.columns), 0.0);
+      for (auto [c, v] : step) coef[std::size_t(c)] = v;
+      double least = 0;
+      for (std::size_t l = 0; l < lp.leaders.size(); ++l) {
+        double m = INFINITY;
+        for (int i = 0; i < strategy_count(r, lp.leaders[l]); ++i) {
+          const int c = lp.first_var[l] + i;
+          if (std::isfinite(lp.node_cost[std::size_t(c)])) m = std::min(m, coef[std::size_t(c)]);
+        }
+        least += m;
+      }
+      if (least > r.memory_budget * kMemoryScale * (1 + 1e-9) && !options.explain_infeasible) {
+        res.status = IlpStatus::infeasible;
+        res.message = "infeasible: the smallest strategies already exceed the memory budget";
+        return res;
+      }
+    }
+  }
   const Solved s = run_cbc(r, lp, options, Mode::budget);
   if (s.found) {
     res.choice = decode(r, lp, s.x);
@@ -321,7 +346,11 @@ IlpResult solve_ilp(const IlpRequest& r, const IlpOptions& options) {
     res.status = s.proven ? IlpStatus::optimal : IlpStatus::feasible;
     return res;
   }
-  res.status = IlpStatus::infeasible;
+  res.status = s.proven_infeasible ? IlpStatus::infeasible : IlpStatus::unknown;
+  if (res.status == IlpStatus::unknown) {
+    res.message = fmt::format("no solution found within the {} s time limit", options.time_limit_s);
+    return res;
+  }
   if (!options.explain_infeasible) {
     res.message = "infeasible";
     return res;

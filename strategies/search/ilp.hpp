@@ -53,7 +53,8 @@ struct IlpOptions {
   void validate() const;
 };
 
-enum class IlpStatus { optimal, feasible, infeasible };
+// unknown: the time limit ended the search before any solution or proof of infeasibility.
+enum class IlpStatus { optimal, feasible, infeasible, unknown };
 std::string to_string(IlpStatus);
 
 struct IlpResult {

@@ -545,7 +545,7 @@ IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options)
   }
   const IlpRequest r = b.request();
   const IlpResult s = solve_ilp(r, options);
-  if (s.status == IlpStatus::infeasible) {
+  if (s.status == IlpStatus::infeasible || s.status == IlpStatus::unknown) {
     res.status = s.status;
     res.min_memory = s.min_feasible_memory;
     res.message = s.message;

@@ -108,7 +108,7 @@ class Searcher {
     const double dt = since(t0);
     timings_.intra_op_s += dt;
     ++timings_.ilp_solves;
-    if (r.feasible && r.status != IlpStatus::optimal) ++timings_.unproven;
+    if ((r.feasible && r.status != IlpStatus::optimal) || r.status == IlpStatus::unknown) ++timings_.unproven;
     if (std::getenv("CLUSTERSIM_SEARCH_TRACE"))
       std::fprintf(stderr, "ilp %zu blocks, %lld samples, submesh %s, mesh %lldx%lld, in flight %d: %s %.4f s, %d nodes %d leaders %d edges, %.3f s\n",
                    blocks.size(), (long long)g.micro_batch, sub.name().c_str(), (long long)d0, (long long)d1, inflight,
@@ -119,8 +119,14 @@ class Searcher {
 
   static std::vector<std::pair<i64, i64>> logical_meshes(const Submesh& sub) {
     std::vector<std::pair<i64, i64>> out;
-    for (i64 d1 = 1; d1 <= sub.gpus; ++d1)
-      if (sub.gpus % d1 == 0) out.emplace_back(sub.devices() / d1, d1);
+    for (i64 d1 = 1; d1 <= sub.gpus; ++d1) {
+      if (sub.gpus % d1 != 0) continue;
+      const i64 d0 = sub.devices() / d1;
+      // Inside one host both axes run over the same links: d0 x d1 and d1 x d0 are the
+      // same candidate with the axes renamed, so only d0 <= d1 is solved.
+      if (sub.hosts == 1 && d0 > d1) continue;
+      out.emplace_back(d0, d1);
+    }
     return out;
   }
 
