@@ -28,6 +28,7 @@ struct RunOptions {
 int run(const RunOptions& o) {
   const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
   if (!o.plan.empty()) return run_plan_file(s, o.plan, o.json);
+  if (s.plan.searched()) return run_searched_plan(s, o.json);
   const Estimator est = make_estimator(s);
   const Estimate e = est.estimate(s.plan);
   if (o.json) {

@@ -2,6 +2,7 @@
 // DP, layer clustering) and the manual dp x tp x pp baseline under the same cost model;
 // prints both, the speed-up, the time of each phase, and writes the plan file that
 // `clustersim run --plan` evaluates.
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
@@ -142,6 +143,31 @@ int run_plan_file(const Scenario& s, const std::string& plan_file, bool json) {
   std::cout << fmt::format("{} with plan {} ({}):\n", s.name, plan_file, p.method);
   print_plan(std::cout, p, names);
   if (!p.feasible) std::cout << "warning: a stage needs more memory than the GPU has\n";
+  return 0;
+}
+
+int run_searched_plan(const Scenario& s, bool json) {
+  if (!s.plan.file.empty()) {
+    std::filesystem::path f = s.plan.file;
+    if (f.is_relative() && !s.source.empty() && s.source[0] != '<') f = std::filesystem::path(s.source).parent_path() / f;
+    return run_plan_file(s, f.string(), json);
+  }
+  search::SearchOptions so;
+  so.manual_baseline = s.plan.search == "manual";
+  const search::SearchReport rep = search::run_search(s, so);
+  const search::SearchPlan& p = s.plan.search == "manual" ? rep.manual : rep.alpa;
+  if (!p.feasible) {
+    std::cerr << s.source << ": /plan/search: no " << s.plan.search << " plan fits in GPU memory\n";
+    return 1;
+  }
+  if (json) {
+    nlohmann::json j = search::to_json(p, rep.block_names);
+    j["scenario"] = s.name;
+    std::cout << j.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << fmt::format("{} with the {} plan search:\n", s.name, s.plan.search);
+  print_plan(std::cout, p, rep.block_names);
   return 0;
 }
 

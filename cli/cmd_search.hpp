@@ -11,4 +11,9 @@ namespace clustersim::cli {
 // Returns the exit code; bad plan files throw InputError.
 int run_plan_file(const Scenario& s, const std::string& plan_file, bool json);
 
+// For a scenario whose plan is {"search": ...} or {"file": ...}: runs the search
+// (default options) and prints the chosen plan, or evaluates the plan file (a relative
+// path is taken from the scenario file's folder).
+int run_searched_plan(const Scenario& s, bool json);
+
 }  // namespace clustersim::cli

@@ -61,3 +61,30 @@ TEST_CASE("search writes a plan that run --plan evaluates to the same time", "[c
   CHECK(b.code == 1);
   CHECK_THAT(b.output, Catch::Contains("bad.plan.json: /stages/0/ops/0/op") && Catch::Contains("no-such-op"));
 }
+
+TEST_CASE("run follows a scenario plan that asks for the search or names a plan file", "[cli][search]") {
+  const fs::path dir = fs::temp_directory_path() / "clustersim-search-cli-2";
+  fs::create_directories(dir);
+  auto doc = nlohmann::json::parse(kScenario);
+  doc["plan"] = {{"search", "manual"}};
+  std::ofstream(dir / "manual.json") << doc.dump();
+  const auto m = run_binary("run " + (dir / "manual.json").string());
+  INFO(m.output);
+  REQUIRE(m.code == 0);
+  CHECK_THAT(m.output, Catch::Contains("manual plan search") && Catch::Contains("stage 0"));
+
+  // A plan file next to the scenario, referenced by a relative path.
+  doc["plan"] = nlohmann::json{{"dp", 4}, {"tp", 1}, {"pp", 1}};
+  std::ofstream(dir / "base.json") << doc.dump();
+  const auto s = run_binary("search " + (dir / "base.json").string() + " -o " + (dir / "found.plan.json").string() +
+                            " --clusters 3 --micro-batches 4 --no-manual");
+  REQUIRE(s.code == 0);
+  doc["plan"] = {{"file", "found.plan.json"}};
+  std::ofstream(dir / "with-file.json") << doc.dump();
+  const auto f = run_binary("run " + (dir / "with-file.json").string() + " --json");
+  INFO(f.output);
+  REQUIRE(f.code == 0);
+  const auto found = nlohmann::json::parse(std::ifstream(dir / "found.plan.json"));
+  CHECK(nlohmann::json::parse(f.output)["iteration_time_s"].get<double>() ==
+        Approx(found["iteration_time_s"].get<double>()).epsilon(1e-12));
+}

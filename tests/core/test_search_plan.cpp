@@ -91,3 +91,30 @@ TEST_CASE("search: bad plan files name the file, the path and the bad value", "[
   bad["samples_per_micro_batch"] = 5;
   CHECK_THROWS_WITH(evaluate_plan(s, plan_from_json(bad, "p.json"), "p.json"), Catch::Contains("/samples_per_micro_batch"));
 }
+
+TEST_CASE("search: a scenario's plan may ask for the search or name a plan file", "[search][plan][scenario]") {
+  nlohmann::json doc = parse_json_text(default_scenario_text(), "<test>");
+  doc["plan"] = {{"search", "alpa"}};
+  Diagnostics diag("s.json");
+  Scenario s = parse_scenario(doc, diag);
+  CHECK(diag.ok());
+  CHECK(s.plan.search == "alpa");
+  CHECK(to_json(s)["plan"] == nlohmann::json{{"search", "alpa"}});
+
+  doc["plan"] = {{"file", "x.plan.json"}};
+  Diagnostics d2("s.json");
+  s = parse_scenario(doc, d2);
+  CHECK(d2.ok());
+  CHECK(s.plan.file == "x.plan.json");
+
+  doc["plan"] = {{"search", "genetic"}};
+  Diagnostics d3("s.json");
+  (void)parse_scenario(doc, d3);
+  REQUIRE_FALSE(d3.ok());
+  CHECK_THAT(d3.problems().front().to_string(), Catch::Contains("/plan/search") && Catch::Contains("genetic"));
+
+  doc["plan"] = {{"search", "alpa"}, {"file", "x.plan.json"}};
+  Diagnostics d4("s.json");
+  (void)parse_scenario(doc, d4);
+  CHECK_FALSE(d4.ok());
+}
