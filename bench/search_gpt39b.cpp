@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     std::printf("clustering          %.3f s\n", t.clustering_s);
     std::printf("intra-op ILPs       %.3f s (%d solved, %d reused, %d unproven at the time limit)\n", t.intra_op_s,
                 t.ilp_solves, t.cache_hits, t.unproven);
-    std::printf("inter-op DP         %.3f s\n", t.inter_op_s);
+    std::printf("inter-op DP         %.3f s (%d refinement rounds)\n", t.inter_op_s, t.dp_rounds);
     std::printf("manual baseline     %.3f s\n", t.manual_s);
     std::printf("total               %.3f s (wall %.3f s)\n", t.total_s, wall);
     if (r.alpa.feasible)

@@ -77,7 +77,7 @@ int run_search_command(const SearchCliOptions& o) {
     j["speedup"] = rep.speedup();
     j["timings"] = {{"clustering_s", t.clustering_s}, {"intra_op_s", t.intra_op_s}, {"inter_op_s", t.inter_op_s},
                     {"manual_s", t.manual_s}, {"total_s", t.total_s}, {"ilp_solves", t.ilp_solves},
-                    {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}};
+                    {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}, {"dp_refinement_rounds", t.dp_rounds}};
     j["plan_file"] = out_file;
     std::cout << j.dump(2) << '\n';
     return 0;
@@ -97,9 +97,9 @@ int run_search_command(const SearchCliOptions& o) {
     }
   }
   std::cout << fmt::format(
-      "Search time: clustering {:.3f} s, intra-op ILPs {:.3f} s ({} solved, {} reused), inter-op DP {:.3f} s, "
+      "Search time: clustering {:.3f} s, intra-op ILPs {:.3f} s ({} solved, {} reused), inter-op DP {:.3f} s ({} refinement rounds), "
       "manual baseline {:.3f} s, total {:.3f} s\n",
-      t.clustering_s, t.intra_op_s, t.ilp_solves, t.cache_hits, t.inter_op_s, t.manual_s, t.total_s);
+      t.clustering_s, t.intra_op_s, t.ilp_solves, t.cache_hits, t.inter_op_s, t.dp_rounds, t.manual_s, t.total_s);
   if (t.unproven > 0)
     std::cout << fmt::format("warning: {} ILP(s) reached the {} s time limit; their plans are feasible but not proven optimal "
                              "(raise --time-limit)\n", t.unproven, o.time_limit);

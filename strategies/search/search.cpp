@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <set>
 #include <tuple>
 
 #include "costmodel/cluster.hpp"
@@ -104,7 +105,9 @@ class Searcher {
     }
     const auto t0 = Clock::now();
     const LogicalMesh mesh = make_logical_mesh(cluster_, sub.hosts, sub.gpus, d0, d1);
-    IntraOpResult r = solve_intra_op(problem(g, blocks, mesh, B, inflight, space), ilp_);
+    IntraOpProblem prob = problem(g, blocks, mesh, B, inflight, space);
+    if (inflight == 0) prob.memory_budget = INFINITY;  // the memory-free optimum: a lower bound
+    IntraOpResult r = solve_intra_op(prob, ilp_);
     const double dt = since(t0);
     timings_.intra_op_s += dt;
     ++timings_.ilp_solves;
@@ -169,31 +172,82 @@ class Searcher {
         const int z = last + 1 < K ? starts[std::size_t(last + 1)] : int(ord.size());
         return std::pair<int, int>{a, z - 1};
       };
-      // Best logical mesh per (range, submesh, in-flight), remembered to rebuild the plan.
-      std::map<std::tuple<int, int, int, int>, std::pair<i64, i64>> mesh_of;
-      auto latency = [&](int first, int last, int sub, int from_end) -> double {
+      // Lazy exact stage latencies. A candidate's value is the memory-free ILP optimum
+      // when that solution fits with `from_end` micro-batches in flight (then it is the
+      // exact optimum), else that optimum as a lower bound, until the DP picks the
+      // candidate: then its memory-constrained ILPs are solved and the DP runs again.
+      // When the DP's plan uses exact values only, it is optimal: every other plan
+      // costs at least its lower-bound total. Most memory-tight ILPs (the slow ones)
+      // are never needed.
+      using CandKey = std::tuple<int, int, int, int>;
+      struct Value {
+        double t = INFINITY;
+        bool exact = true;
+        std::pair<i64, i64> mesh{1, 1};
+      };
+      std::set<CandKey> refined;
+      auto value = [&](int first, int last, int sub, int from_end) -> Value {
         const auto [a, z] = range(first, last);
         const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
-        double bestt = INFINITY;
-        for (auto [d0, d1] : logical_meshes(subs[std::size_t(sub)])) {
-          const IntraOpResult& r = stage(g, blocks, B, subs[std::size_t(sub)], d0, d1, from_end, StrategySpace::full);
+        const Submesh& sm = subs[std::size_t(sub)];
+        const bool refine = refined.count({first, last, sub, from_end}) > 0;
+        Value best_v;
+        for (auto [d0, d1] : logical_meshes(sm)) {
           ++timings_.candidates;
-          if (r.feasible && r.latency < bestt) {
-            bestt = r.latency;
-            mesh_of[{first, last, sub, from_end}] = {d0, d1};
+          const IntraOpResult& u = stage(g, blocks, B, sm, d0, d1, 0, StrategySpace::full);
+          if (!u.feasible) continue;  // no sharding divides: infeasible at any budget
+          Value v{u.latency, true, {d0, d1}};
+          if (u.weight_memory + from_end * u.activation_memory > budget_ * (1 + 1e-12)) {
+            if (refine) {
+              const IntraOpResult& r = stage(g, blocks, B, sm, d0, d1, from_end, StrategySpace::full);
+              v.t = r.feasible ? r.latency : INFINITY;
+            } else {
+              v.exact = false;
+            }
           }
+          if (v.t < best_v.t || (v.t == best_v.t && v.exact && !best_v.exact)) best_v = v;
         }
-        return bestt;
+        return best_v;
       };
       InterOpProblem ip;
       ip.layers = K;
       ip.submeshes = subs;
       ip.devices = cluster_.total_gpus();
       ip.micro_batches = B;
-      t0 = Clock::now();
-      const double intra_before = timings_.intra_op_s;
-      const InterOpResult res = solve_inter_op(ip, latency);
-      timings_.inter_op_s += since(t0) - (timings_.intra_op_s - intra_before);
+      InterOpResult res;
+      for (;;) {
+        std::map<CandKey, Value> values;
+        auto latency = [&](int first, int last, int sub, int from_end) -> double {
+          const Value v = value(first, last, sub, from_end);
+          values[{first, last, sub, from_end}] = v;
+          return v.t;
+        };
+        t0 = Clock::now();
+        const double intra_before = timings_.intra_op_s;
+        res = solve_inter_op(ip, latency);
+        timings_.inter_op_s += since(t0) - (timings_.intra_op_s - intra_before);
+        if (!res.feasible) break;
+        bool all_exact = true;
+        const int n = int(res.stages.size());
+        for (int j = 0; j < n; ++j) {
+          const auto& sc = res.stages[std::size_t(j)];
+          const CandKey key{sc.first, sc.last, sc.submesh, n - j};
+          if (!values.at(key).exact) {
+            refined.insert(key);
+            all_exact = false;
+          }
+        }
+        if (all_exact) break;
+        ++timings_.dp_rounds;
+      }
+      std::map<CandKey, std::pair<i64, i64>> mesh_of;
+      if (res.feasible) {
+        const int n = int(res.stages.size());
+        for (int j = 0; j < n; ++j) {
+          const auto& sc = res.stages[std::size_t(j)];
+          mesh_of[{sc.first, sc.last, sc.submesh, n - j}] = value(sc.first, sc.last, sc.submesh, n - j).mesh;
+        }
+      }
       if (!res.feasible || (best.feasible && res.iteration_time >= best.iteration_time)) continue;
       SearchPlan plan;
       plan.method = "alpa";
