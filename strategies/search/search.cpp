@@ -190,7 +190,7 @@ class Searcher {
         const auto [a, z] = range(first, last);
         const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
         const Submesh& sm = subs[std::size_t(sub)];
-        const bool refine = refined.count({first, last, sub, from_end}) > 0;
+        const bool refine = !o_.lazy || refined.count({first, last, sub, from_end}) > 0;
         Value best_v;
         for (auto [d0, d1] : logical_meshes(sm)) {
           ++timings_.candidates;

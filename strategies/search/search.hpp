@@ -29,6 +29,9 @@ struct SearchOptions {
     return o;
   }
   bool manual_baseline = true;
+  // Solve memory-constrained ILPs only for the candidates the DP picks (exact; see
+  // search.cpp). false solves every candidate (for tests).
+  bool lazy = true;
   void validate() const;  // throws InputError naming the bad value
 };
 

@@ -11,10 +11,17 @@ using namespace clustersim::search;
 
 namespace {
 
-Scenario small_scenario(std::int64_t nodes, std::int64_t gpus) {
+Scenario small_scenario(std::int64_t nodes, std::int64_t gpus, bool tight = false) {
   nlohmann::json doc = parse_json_text(default_scenario_text(), "<test>");
   doc["model"] = {{"family", "gpt"}, {"hidden", 512}, {"layers", 4}, {"heads", 8}, {"seq_len", 256}, {"vocab", 1024}};
   doc["training"] = {{"global_batch", 32}, {"micro_batch", 1}, {"precision", "mixed-bf16"}, {"recompute", "none"}};
+  if (tight) {
+    // 16 GB GPUs and a model whose weights and activations crowd them.
+    doc["model"] = {{"family", "gpt"}, {"hidden", 4096}, {"layers", 4}, {"heads", 32}, {"seq_len", 1024}, {"vocab", 1024}};
+    doc["training"] = {{"global_batch", 64}, {"micro_batch", 1}, {"precision", "mixed-fp16"}, {"recompute", "none"}};
+    doc["cluster"]["gpu"] = "v100-sxm2-16gb";
+    doc["cluster"]["intra_node"] = {{"fabric", "nvlink-mesh"}};
+  }
   doc["cluster"]["nodes"] = nodes;
   doc["cluster"]["gpus_per_node"] = gpus;
   if (nodes == 1) doc["cluster"].erase("inter_node");
@@ -55,6 +62,25 @@ TEST_CASE("search: the Alpa-style plan is at least as fast as the best manual pl
     }
     CHECK(next == int(r.block_names.size()));
     CHECK(devices == nodes * gpus);
+  }
+}
+
+TEST_CASE("search: lazy stage latencies give the same optimum as solving every candidate", "[search][plan]") {
+  for (auto [nodes, gpus] : {std::pair<std::int64_t, std::int64_t>{1, 4}, {2, 2}}) {
+    const Scenario s = small_scenario(nodes, gpus, true);
+    SearchOptions o = small_options();
+    o.micro_batch_counts = {8, 16};
+    o.manual_baseline = false;
+    const SearchReport lazy = run_search(s, o);
+    o.lazy = false;
+    const SearchReport eager = run_search(s, o);
+    INFO(nodes << " x " << gpus << ": lazy " << lazy.alpa.iteration_time << " s (" << lazy.timings.ilp_solves
+                << " ILPs), eager " << eager.alpa.iteration_time << " s (" << eager.timings.ilp_solves << " ILPs)");
+    REQUIRE(lazy.alpa.feasible == eager.alpa.feasible);
+    CHECK(lazy.alpa.iteration_time == Approx(eager.alpa.iteration_time).epsilon(1e-12));
+    CHECK(lazy.timings.ilp_solves <= eager.timings.ilp_solves);
+    CHECK(lazy.timings.unproven == 0);
+    CHECK(eager.timings.unproven == 0);
   }
 }
 
