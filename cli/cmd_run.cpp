@@ -4,12 +4,12 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/cmd_search.hpp"
 #include "cli/command.hpp"
 #include "cli/provenance.hpp"
 #include "cli/report.hpp"
 #include "cli/store.hpp"
 #include "strategies/estimator.hpp"
-
 
 namespace clustersim::cli {
 namespace {
@@ -17,11 +17,14 @@ namespace {
 struct RunOptions {
   std::string file;
   bool json = false;
-  std::string db;  // --db FILE: also store the run there
+  std::string db;    // --db FILE: also store the run there
+  std::string plan;  // --plan: a plan file from `clustersim search`
 };
 
 int run(const RunOptions& o) {
   const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
+  if (!o.plan.empty()) return run_plan_file(s, o.plan, o.json);
+  if (s.plan.searched()) return run_searched_plan(s, o.json);
   const Estimator est = make_estimator(s);
   const Estimate e = est.estimate(s.plan);
   if (o.json || !o.db.empty()) {
@@ -59,6 +62,7 @@ const Registration run_command{"run", "estimate one scenario (the built-in defau
                                  sub.add_option("FILE", o->file, "scenario file (JSON)");
                                  sub.add_flag("--json", o->json, "print machine-readable JSON");
                                  sub.add_option("--db", o->db, "also store the run in this results database");
+                                 sub.add_option("--plan", o->plan, "evaluate this plan file (from `clustersim search`) instead of the scenario's plan");
                                  return [o] { return run(*o); };
                                }};
 

@@ -187,9 +187,13 @@ void parse_cluster(const nlohmann::json& j, ClusterSpec& c, Diagnostics& diag) {
 }
 
 void parse_plan(const nlohmann::json& j, PlanSpec& p, Diagnostics& diag) {
-  if (j.is_object() && j.contains("search")) {
-    diag.error("/plan/search",
-               "plan search is not available in this version; give a manual plan (dp, tp, pp, ...)");
+  if (j.is_object() && (j.contains("search") || j.contains("file"))) {
+    ObjectReader r(j, "/plan", diag, {"search", "file"});
+    if (!r.valid()) return;
+    p.search = r.choice("search", {"alpa", "manual"}, false).value_or("");
+    p.file = r.string("file", false).value_or("");
+    if (!p.search.empty() && !p.file.empty())
+      diag.error("/plan", "give either \"search\" or \"file\", not both");
     return;
   }
   ObjectReader r(j, "/plan", diag,
@@ -223,7 +227,7 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
   const auto& c = s.cluster;
   const auto& p = s.plan;
   const std::int64_t product = p.dp * p.tp * p.pp;
-  if (product != c.total_gpus())
+  if (product != c.total_gpus() && !p.searched())
     diag.error("/plan", fmt::format("dp*tp*pp = {}*{}*{} = {} must equal the cluster's GPUs nodes*gpus_per_node = {}*{} = {}",
                                     p.dp, p.tp, p.pp, product, c.nodes, c.gpus_per_node, c.total_gpus()));
   if (t.global_batch && t.micro_batch && t.global_batch % (p.dp * t.micro_batch) != 0)
@@ -365,6 +369,8 @@ nlohmann::json to_json(const Scenario& s) {
   json plan{{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"ep", p.ep}, {"schedule", to_string(p.schedule)},
             {"virtual_stages", p.virtual_stages}, {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel},
             {"overlap_grad_reduce", p.overlap_grad_reduce}};
+  if (!p.search.empty()) plan = json{{"search", p.search}};
+  if (!p.file.empty()) plan = json{{"file", p.file}};
   json sim{{"collectives", s.simulation.collectives}, {"seed", s.simulation.seed}};
   json out{{"name", s.name}, {"model", model}, {"training", training}, {"cluster", cluster}, {"plan", plan},
            {"simulation", sim}};

@@ -86,6 +86,12 @@ struct PlanSpec {
   int zero = 0;
   bool sequence_parallel = false;
   bool overlap_grad_reduce = true;  // bucketed gradient all-reduce during backward
+  // {"search": "alpa" | "manual"}: `clustersim run` searches for the plan instead;
+  // {"file": "x.plan.json"}: a plan file from `clustersim search` (relative to the
+  // scenario file). Either leaves the manual knobs above at their defaults.
+  std::string search;
+  std::string file;
+  bool searched() const { return !search.empty() || !file.empty(); }
   std::int64_t micro_batches(const TrainingSpec& t) const { return t.global_batch / (dp * t.micro_batch); }
 };
 

@@ -1,0 +1,174 @@
+// clustersim search FILE: the Alpa-style plan search (intra-op ILP with CBC, inter-op
+// DP, layer clustering) and the manual dp x tp x pp baseline under the same cost model;
+// prints both, the speed-up, the time of each phase, and writes the plan file that
+// `clustersim run --plan` evaluates.
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/cmd_search.hpp"
+#include "cli/command.hpp"
+#include "scenarios/json_reader.hpp"
+#include "strategies/search/search.hpp"
+
+namespace clustersim::cli {
+namespace {
+
+struct SearchCliOptions {
+  std::string file, output;
+  bool json = false;
+  bool no_manual = false;
+  int clusters = 8;
+  std::vector<std::int64_t> micro_batches;
+  double time_limit = search::SearchOptions::default_search_ilp().time_limit_s, gap = 0;
+};
+
+std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes * 1e-9); }
+
+std::string describe_blocks(const search::PlanStage& st, const std::vector<std::string>& names) {
+  // Runs of equal names: "embedding, gpt-layer x12".
+  std::string out;
+  for (int b = st.first_block; b <= st.last_block;) {
+    int e = b;
+    while (e + 1 <= st.last_block && names[std::size_t(e + 1)] == names[std::size_t(b)]) ++e;
+    if (!out.empty()) out += ", ";
+    out += names[std::size_t(b)] + (e > b ? fmt::format(" x{}", e - b + 1) : "");
+    b = e + 1;
+  }
+  return out;
+}
+
+void print_plan(std::ostream& os, const search::SearchPlan& p, const std::vector<std::string>& names) {
+  os << fmt::format("  predicted iteration time {:.4f} s; {} micro-batches of {} samples; {} stage(s)\n", p.iteration_time,
+                    p.micro_batches, p.samples_per_micro_batch, p.stages.size());
+  for (std::size_t i = 0; i < p.stages.size(); ++i) {
+    const auto& st = p.stages[i];
+    os << fmt::format("  stage {}: blocks {}-{} ({}), submesh {}, logical mesh {}x{}, latency {:.3f} ms/micro-batch, "
+                      "memory {} per GPU\n",
+                      i, st.first_block, st.last_block, describe_blocks(st, names), st.submesh.name(), st.mesh0, st.mesh1,
+                      st.latency * 1e3, gb(st.memory));
+    std::string counts;
+    for (const auto& [k, n] : st.kind_counts) counts += fmt::format("{}{} x{}", counts.empty() ? "" : ", ", k, n);
+    os << "           strategies: " << counts << '\n';
+  }
+}
+
+int run_search_command(const SearchCliOptions& o) {
+  const Scenario s = load_scenario(o.file);
+  search::SearchOptions so;
+  so.layer_clusters = o.clusters;
+  so.micro_batch_counts = o.micro_batches;
+  so.ilp.time_limit_s = o.time_limit;
+  so.ilp.relative_gap = o.gap;
+  so.manual_baseline = !o.no_manual;
+  const search::SearchReport rep = search::run_search(s, so);
+  const std::string out_file = o.output.empty() ? s.name + ".plan.json" : o.output;
+  if (!rep.alpa.feasible) {
+    std::cerr << o.file << ": no plan fits: every candidate stage exceeds the GPU memory\n";
+    return 1;
+  }
+  std::ofstream(out_file) << search::to_json(rep.alpa, rep.block_names).dump(2) << '\n';
+  const auto& t = rep.timings;
+  if (o.json) {
+    nlohmann::json j{{"scenario", s.name}, {"alpa", search::to_json(rep.alpa, rep.block_names)}};
+    if (rep.manual.feasible) j["manual"] = search::to_json(rep.manual, rep.block_names);
+    j["speedup"] = rep.speedup();
+    j["timings"] = {{"clustering_s", t.clustering_s}, {"intra_op_s", t.intra_op_s}, {"inter_op_s", t.inter_op_s},
+                    {"manual_s", t.manual_s}, {"total_s", t.total_s}, {"ilp_solves", t.ilp_solves},
+                    {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}, {"dp_refinement_rounds", t.dp_rounds}};
+    j["plan_file"] = out_file;
+    std::cout << j.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << fmt::format("search: {} ({} GPUs: {} nodes x {})\n", s.name, s.cluster.total_gpus(), s.cluster.nodes,
+                           s.cluster.gpus_per_node);
+  std::cout << "Alpa-style plan (intra-op ILP + inter-op DP):\n";
+  print_plan(std::cout, rep.alpa, rep.block_names);
+  if (!o.no_manual) {
+    if (rep.manual.feasible) {
+      std::cout << fmt::format("Best manual plan (dp {} x tp {} x pp {}, 1F1B, Megatron shardings, same cost model):\n",
+                               rep.manual.dp, rep.manual.tp, rep.manual.pp);
+      print_plan(std::cout, rep.manual, rep.block_names);
+      std::cout << fmt::format("Speed-up of the Alpa-style plan over the best manual plan: {:.3f}x\n", rep.speedup());
+    } else {
+      std::cout << "No manual plan fits in GPU memory.\n";
+    }
+  }
+  std::cout << fmt::format(
+      "Search time: clustering {:.3f} s, intra-op ILPs {:.3f} s ({} solved, {} reused), inter-op DP {:.3f} s ({} refinement rounds), "
+      "manual baseline {:.3f} s, total {:.3f} s\n",
+      t.clustering_s, t.intra_op_s, t.ilp_solves, t.cache_hits, t.inter_op_s, t.dp_rounds, t.manual_s, t.total_s);
+  if (t.unproven > 0)
+    std::cout << fmt::format("warning: {} ILP(s) reached the {} s time limit; their plans are feasible but not proven optimal "
+                             "(raise --time-limit)\n", t.unproven, o.time_limit);
+  std::cout << "plan written to " << out_file << '\n';
+  return 0;
+}
+
+const Registration search_command{
+    "search", "find a parallel plan (Alpa-style ILP + DP) and compare it with the best manual plan",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<SearchCliOptions>();
+      sub.add_option("FILE", o->file, "scenario file (JSON)")->required();
+      sub.add_option("-o,--output", o->output, "plan file to write (default: <scenario name>.plan.json)");
+      sub.add_flag("--json", o->json, "print machine-readable JSON");
+      sub.add_flag("--no-manual", o->no_manual, "skip the manual baseline");
+      sub.add_option("--clusters", o->clusters, "layers after clustering (Alpa's L)")->check(CLI::Range(1, 1 << 20));
+      sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 4 to the global batch)");
+      sub.add_option("--time-limit", o->time_limit, "ILP time limit per solve, seconds");
+      sub.add_option("--gap", o->gap, "ILP relative optimality gap (0: exact)");
+      return [o] { return run_search_command(*o); };
+    }};
+
+}  // namespace
+
+int run_plan_file(const Scenario& s, const std::string& plan_file, bool json) {
+  const search::SearchPlan recorded = search::plan_from_json(read_json_file(plan_file), plan_file);
+  const search::SearchPlan p = search::evaluate_plan(s, recorded, plan_file);
+  std::vector<std::string> names;
+  // Block names for the printout, from a one-sample graph (names do not depend on it).
+  const auto graph = build_model_graph(s.model, 1, 2);
+  for (int b : graph.pre) names.push_back(graph.blocks[std::size_t(b)].name);
+  for (int b : graph.layers) names.push_back(graph.blocks[std::size_t(b)].name);
+  for (int b : graph.post) names.push_back(graph.blocks[std::size_t(b)].name);
+  if (json) {
+    nlohmann::json j = search::to_json(p, names);
+    j["fits"] = p.feasible;
+    j["scenario"] = s.name;
+    std::cout << j.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << fmt::format("{} with plan {} ({}):\n", s.name, plan_file, p.method);
+  print_plan(std::cout, p, names);
+  if (!p.feasible) std::cout << "warning: a stage needs more memory than the GPU has\n";
+  return 0;
+}
+
+int run_searched_plan(const Scenario& s, bool json) {
+  if (!s.plan.file.empty()) {
+    std::filesystem::path f = s.plan.file;
+    if (f.is_relative() && !s.source.empty() && s.source[0] != '<') f = std::filesystem::path(s.source).parent_path() / f;
+    return run_plan_file(s, f.string(), json);
+  }
+  search::SearchOptions so;
+  so.manual_baseline = s.plan.search == "manual";
+  const search::SearchReport rep = search::run_search(s, so);
+  const search::SearchPlan& p = s.plan.search == "manual" ? rep.manual : rep.alpa;
+  if (!p.feasible) {
+    std::cerr << s.source << ": /plan/search: no " << s.plan.search << " plan fits in GPU memory\n";
+    return 1;
+  }
+  if (json) {
+    nlohmann::json j = search::to_json(p, rep.block_names);
+    j["scenario"] = s.name;
+    std::cout << j.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << fmt::format("{} with the {} plan search:\n", s.name, s.plan.search);
+  print_plan(std::cout, p, rep.block_names);
+  return 0;
+}
+
+}  // namespace clustersim::cli

@@ -1,0 +1,81 @@
+// The intra-op pass: lowers a range of blocks of the logical training graph onto a 2-D
+// logical device mesh, enumerates every op's sharding strategies with their costs from
+// costmodel/ (sharded compute time, per-axis collectives, resharding on edges, memory),
+// hands the flat request to the ILP and reads back one strategy per op.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "costmodel/cluster.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/graph.hpp"
+#include "costmodel/precision.hpp"
+#include "strategies/search/ilp.hpp"
+
+namespace clustersim::search {
+
+struct MeshAxis {
+  std::int64_t size = 1;
+  Group group;              // for collective_time: inside a node -> NVLink, across -> NICs
+  double node_share = 1;    // fraction of the node's NICs one group of this axis gets
+};
+
+// A submesh of `hosts` x `gpus` (gpus per host used) viewed as d0 x d1. Axis 1 holds
+// adjacent devices (d1 <= gpus, inside a host); axis 0 strides over the rest.
+struct LogicalMesh {
+  std::int64_t hosts = 1, gpus = 1;
+  std::array<MeshAxis, 2> axes;
+  std::int64_t devices() const { return axes[0].size * axes[1].size; }
+  std::string name() const;  // "2x4"
+};
+LogicalMesh make_logical_mesh(const ClusterModel& c, std::int64_t hosts, std::int64_t gpus, std::int64_t d0, std::int64_t d1);
+
+// Which strategies an op may take.
+enum class StrategySpace {
+  full,      // every 2-D sharding (Alpa)
+  megatron,  // manual baseline: data parallel on axis 0, Megatron's split (graph.hpp Split) on axis 1
+};
+
+struct IntraOpProblem {
+  const ClusterModel* cluster = nullptr;
+  PrecisionRules rules;
+  const ModelGraph* graph = nullptr;
+  std::vector<int> blocks;       // indices into graph->blocks, in execution order
+  LogicalMesh mesh;
+  std::int64_t micro_batches = 1;  // per iteration: gradient sync and optimizer step are amortised over them
+  double inflight = 1;             // micro-batches whose activations are live at the peak (1F1B)
+  double memory_budget = 0;        // bytes per device
+  std::int64_t heads = 1, experts = 1;  // quanta for splitting attention heads / expert batches
+  StrategySpace space = StrategySpace::full;
+};
+
+struct OpDecision {
+  std::string op, strategy, kind;  // "fc1", "RS1 = RR x RS1", "column"
+};
+
+struct IntraOpResult {
+  bool feasible = false;
+  IlpStatus status = IlpStatus::infeasible;
+  Seconds latency = 0;          // per micro-batch on one device: compute + communication + amortised sync
+  Bytes weight_memory = 0;      // parameters, gradients, optimizer states per device
+  Bytes activation_memory = 0;  // saved activations of one micro-batch per device
+  Bytes min_memory = 0;         // when infeasible: the smallest budget that fits
+  std::string message;
+  std::vector<OpDecision> decisions;
+  std::map<std::string, int> kind_counts;  // strategy kind -> ops (sorted: deterministic)
+  int ilp_nodes = 0, ilp_leaders = 0, ilp_edges = 0;
+};
+
+// Builds the flat request (exposed for tests and tools).
+IlpRequest build_intra_op_request(const IntraOpProblem& p, std::vector<OpDecision>* names = nullptr);
+IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options = {});
+// Costs a fixed choice: `decisions` name one strategy per non-following op, in order
+// (as solve_intra_op returns them). Throws InputError at `path`/i when an op or
+// strategy name does not match this problem.
+IntraOpResult evaluate_intra_op(const IntraOpProblem& p, const std::vector<OpDecision>& decisions,
+                                const std::string& file, const std::string& path);
+
+}  // namespace clustersim::search

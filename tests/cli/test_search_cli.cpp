@@ -1,0 +1,90 @@
+// `clustersim search` and `clustersim run --plan` end to end on a small scenario: the
+// plan file written by search re-evaluates to the same iteration time, and a broken
+// plan file is a bad-input error (exit 1) naming the field.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run_binary(const std::string& args) {
+  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const char* kScenario = R"({
+  "name": "search-cli-test",
+  "model": {"family": "gpt", "hidden": 512, "layers": 4, "heads": 8, "seq_len": 256, "vocab": 1024},
+  "training": {"global_batch": 32, "micro_batch": 1},
+  "cluster": {"gpu": "a100-sxm4-80gb", "nodes": 1, "gpus_per_node": 4},
+  "plan": {"dp": 4, "tp": 1, "pp": 1}
+})";
+}  // namespace
+
+TEST_CASE("search writes a plan that run --plan evaluates to the same time", "[cli][search]") {
+  const fs::path dir = fs::temp_directory_path() / "clustersim-search-cli";
+  fs::create_directories(dir);
+  const fs::path scenario = dir / "s.json", plan = dir / "s.plan.json";
+  std::ofstream(scenario) << kScenario;
+  const auto s = run_binary("search " + scenario.string() + " -o " + plan.string() + " --clusters 3 --micro-batches 4 8");
+  INFO(s.output);
+  REQUIRE(s.code == 0);
+  CHECK_THAT(s.output, Catch::Contains("Alpa-style plan") && Catch::Contains("Best manual plan") &&
+                           Catch::Contains("Speed-up") && Catch::Contains("Search time: clustering"));
+  const auto searched = nlohmann::json::parse(std::ifstream(plan));
+  const auto r = run_binary("run " + scenario.string() + " --plan " + plan.string() + " --json");
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto evaluated = nlohmann::json::parse(r.output);
+  CHECK(evaluated["iteration_time_s"].get<double>() ==
+        Approx(searched["iteration_time_s"].get<double>()).epsilon(1e-12));
+
+  auto broken = searched;
+  broken["stages"][0]["ops"][0]["op"] = "no-such-op";
+  std::ofstream(dir / "bad.plan.json") << broken.dump();
+  const auto b = run_binary("run " + scenario.string() + " --plan " + (dir / "bad.plan.json").string());
+  CHECK(b.code == 1);
+  CHECK_THAT(b.output, Catch::Contains("bad.plan.json: /stages/0/ops/0/op") && Catch::Contains("no-such-op"));
+}
+
+TEST_CASE("run follows a scenario plan that asks for the search or names a plan file", "[cli][search]") {
+  const fs::path dir = fs::temp_directory_path() / "clustersim-search-cli-2";
+  fs::create_directories(dir);
+  auto doc = nlohmann::json::parse(kScenario);
+  doc["plan"] = {{"search", "manual"}};
+  std::ofstream(dir / "manual.json") << doc.dump();
+  const auto m = run_binary("run " + (dir / "manual.json").string());
+  INFO(m.output);
+  REQUIRE(m.code == 0);
+  CHECK_THAT(m.output, Catch::Contains("manual plan search") && Catch::Contains("stage 0"));
+
+  // A plan file next to the scenario, referenced by a relative path.
+  doc["plan"] = nlohmann::json{{"dp", 4}, {"tp", 1}, {"pp", 1}};
+  std::ofstream(dir / "base.json") << doc.dump();
+  const auto s = run_binary("search " + (dir / "base.json").string() + " -o " + (dir / "found.plan.json").string() +
+                            " --clusters 3 --micro-batches 4 --no-manual");
+  REQUIRE(s.code == 0);
+  doc["plan"] = {{"file", "found.plan.json"}};
+  std::ofstream(dir / "with-file.json") << doc.dump();
+  const auto f = run_binary("run " + (dir / "with-file.json").string() + " --json");
+  INFO(f.output);
+  REQUIRE(f.code == 0);
+  const auto found = nlohmann::json::parse(std::ifstream(dir / "found.plan.json"));
+  CHECK(nlohmann::json::parse(f.output)["iteration_time_s"].get<double>() ==
+        Approx(found["iteration_time_s"].get<double>()).epsilon(1e-12));
+}
