@@ -98,7 +98,9 @@ class Searcher {
     for (const auto& [s0, r] : entries)
       if (s0 <= inflight) base = &r;
     if (base) {
-      if (!base->feasible || base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12)) {
+      // inflight 0 is the memory-free problem: its solution is reused as is.
+      if (inflight == 0 || !base->feasible ||
+          base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12)) {
         ++timings_.cache_hits;
         return *base;
       }
