@@ -2,6 +2,7 @@
 // DP, layer clustering) and the manual dp x tp x pp baseline under the same cost model;
 // prints both, the speed-up, the time of each phase, and writes the plan file that
 // `clustersim run --plan` evaluates.
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -10,6 +11,8 @@
 
 #include "cli/cmd_search.hpp"
 #include "cli/command.hpp"
+#include "cli/provenance.hpp"
+#include "cli/store.hpp"
 #include "scenarios/json_reader.hpp"
 #include "strategies/search/search.hpp"
 
@@ -18,6 +21,7 @@ namespace {
 
 struct SearchCliOptions {
   std::string file, output;
+  std::string db;  // --db FILE: also store the searched plan's prediction there
   bool json = false;
   bool no_manual = false;
   int clusters = 8;
@@ -71,6 +75,25 @@ int run_search_command(const SearchCliOptions& o) {
   }
   std::ofstream(out_file) << search::to_json(rep.alpa, rep.block_names).dump(2) << '\n';
   const auto& t = rep.timings;
+  if (!o.db.empty()) {
+    // The stored run is the searched plan's prediction, in run --json's key names, with
+    // the whole search report beside it.
+    double memory = 0;
+    for (const auto& st : rep.alpa.stages) memory = std::max(memory, st.memory);
+    const double samples_per_s = double(s.training.global_batch) / rep.alpa.iteration_time;
+    const double tokens = s.model.family == ModelFamily::wresnet ? 1.0 : double(s.model.seq_len);
+    nlohmann::json result{{"iteration_time_s", rep.alpa.iteration_time},
+                          {"samples_per_s", samples_per_s},
+                          {"tokens_per_s", samples_per_s * tokens},
+                          {"memory_per_gpu_bytes", memory},
+                          {"fits", true},
+                          {"plan", search::to_json(rep.alpa, rep.block_names)},
+                          {"search", {{"speedup_over_manual", rep.speedup()}, {"total_s", t.total_s},
+                                      {"unproven_ilps", t.unproven}}}};
+    if (rep.manual.feasible) result["search"]["manual"] = search::to_json(rep.manual, rep.block_names);
+    result["tool"] = tool_json("search");
+    std::cerr << "stored run " << store_run(o.db, s, result, "search") << " in " << o.db << '\n';
+  }
   if (o.json) {
     nlohmann::json j{{"scenario", s.name}, {"alpa", search::to_json(rep.alpa, rep.block_names)}};
     if (rep.manual.feasible) j["manual"] = search::to_json(rep.manual, rep.block_names);
@@ -114,6 +137,7 @@ const Registration search_command{
       sub.add_option("FILE", o->file, "scenario file (JSON)")->required();
       sub.add_option("-o,--output", o->output, "plan file to write (default: <scenario name>.plan.json)");
       sub.add_flag("--json", o->json, "print machine-readable JSON");
+      sub.add_option("--db", o->db, "also store the searched plan's prediction in this results database");
       sub.add_flag("--no-manual", o->no_manual, "skip the manual baseline");
       sub.add_option("--clusters", o->clusters, "layers after clustering (Alpa's L)")->check(CLI::Range(1, 1 << 20));
       sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 4 to the global batch)");
