@@ -2,6 +2,7 @@
 #include "scenarios/scenario.hpp"
 
 #include <array>
+#include <filesystem>
 #include <fmt/format.h>
 #include <utility>
 
@@ -212,8 +213,9 @@ void parse_plan(const nlohmann::json& j, PlanSpec& p, Diagnostics& diag) {
 }
 
 void parse_simulation(const nlohmann::json& j, SimulationSpec& s, Diagnostics& diag) {
-  ObjectReader r(j, "/simulation", diag, {"collectives", "seed"});
+  ObjectReader r(j, "/simulation", diag, {"collectives", "seed", "platform"});
   if (!r.valid()) return;
+  s.platform = r.string("platform", false).value_or("");
   s.collectives = r.choice("collectives", {"auto", "ring", "tree", "hierarchical"}, false).value_or("auto");
   s.seed = static_cast<std::uint64_t>(r.integer("seed", 0, INT64_MAX, false).value_or(1));
 }
@@ -316,6 +318,15 @@ Scenario load_scenario(const std::string& file) {
   const auto doc = read_json_file(file);
   Diagnostics diag(file);
   Scenario s = parse_scenario(doc, diag);
+  if (!s.simulation.platform.empty()) {
+    namespace fs = std::filesystem;
+    fs::path p(s.simulation.platform);
+    if (p.is_relative()) p = fs::path(file).parent_path() / p;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec))
+      diag.error("/simulation/platform", fmt::format("no such platform file \"{}\" (looked for {})", s.simulation.platform, p.string()));
+    s.simulation.platform = p.lexically_normal().string();
+  }
   diag.throw_if_errors();
   return s;
 }
@@ -372,6 +383,7 @@ nlohmann::json to_json(const Scenario& s) {
   if (!p.search.empty()) plan = json{{"search", p.search}};
   if (!p.file.empty()) plan = json{{"file", p.file}};
   json sim{{"collectives", s.simulation.collectives}, {"seed", s.simulation.seed}};
+  if (!s.simulation.platform.empty()) sim["platform"] = s.simulation.platform;
   json out{{"name", s.name}, {"model", model}, {"training", training}, {"cluster", cluster}, {"plan", plan},
            {"simulation", sim}};
   if (!s.description.empty()) out["description"] = s.description;

@@ -98,6 +98,9 @@ struct PlanSpec {
 struct SimulationSpec {
   std::string collectives = "auto";
   std::uint64_t seed = 1;
+  // A SimGrid platform file to simulate on instead of the one built from the cluster
+  // section; a relative path is taken from the scenario file's folder.
+  std::string platform;
 };
 
 struct Scenario {

@@ -177,7 +177,10 @@ nlohmann::json simulate(const Scenario& s, const SimulateOptions& o) {
   const Estimator est = make_estimator(s);
   const Estimate e = est.estimate(s.plan);
   const ReplayPlan plan = build_replay_plan(s, est, e);
-  nlohmann::json sim = simulate_plan(plan, est.cluster(), o);
+  // A platform file on the command line wins over the scenario's.
+  SimulateOptions options = o;
+  if (options.platform_file.empty()) options.platform_file = s.simulation.platform;
+  nlohmann::json sim = simulate_plan(plan, est.cluster(), options);
   const double T = sim["iteration_time_s"].get<double>();
   const double scale = e.iteration_time / T;  // rates of the estimate re-timed
 

@@ -1,6 +1,8 @@
 // Scenario validation: every problem reported at once, each with file, JSON path, the
 // bad value and what is allowed; unknown keys get the nearest valid key.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario.hpp"
@@ -140,4 +142,23 @@ TEST_CASE("family-specific defaults and keys", "[scenario]") {
   doc["model"]["experts"] = 8;
   const auto ps = problems_of(doc);
   CHECK(has_problem(ps, "/model/experts", "only the moe family"));
+}
+
+TEST_CASE("a platform file in the scenario is found next to it", "[scenario]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "clustersim-platform-path";
+  fs::create_directories(dir);
+  json doc = base_doc();
+  doc["simulation"]["platform"] = "cluster.xml";
+  std::ofstream(dir / "s.json") << doc.dump();
+  try {
+    load_scenario((dir / "s.json").string());
+    FAIL("a missing platform file was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(std::string(e.what()), Catch::Contains("/simulation/platform: no such platform file \"cluster.xml\""));
+  }
+  std::ofstream(dir / "cluster.xml") << "<platform/>";
+  const Scenario s = load_scenario((dir / "s.json").string());
+  CHECK(s.simulation.platform == (dir / "cluster.xml").string());
+  fs::remove_all(dir);
 }

@@ -54,6 +54,10 @@ TEST_CASE("a SimGrid platform file replaces the built platform", "[sim][platform
               grad_bytes / 1e6, expected, got, built["breakdown"]["dp_comm_exposed_s"].get<double>());
   CHECK(got == Approx(expected).epsilon(0.01));
   CHECK(loaded["simulator"]["platform"]["file"] == file);
+  // The same file named in the scenario ("simulation": {"platform": ...}).
+  Scenario named = s;
+  named.simulation.platform = file;
+  CHECK(sim::simulate(named)["breakdown"]["dp_comm_exposed_s"].get<double>() == Approx(got).epsilon(1e-12));
   // A file without enough GPUs is an input error naming the missing host.
   Scenario bigger = s;
   bigger.cluster.gpus_per_node = 4;
