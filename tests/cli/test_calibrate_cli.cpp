@@ -7,18 +7,15 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "tests/cli/run_cli.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 int run(const std::string& args, std::string* out = nullptr) {
-  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string text;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
-  const int status = pclose(pipe);
-  if (out) *out = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const auto r = clustersim::test::run_cli(args);
+  if (out) *out = r.output;
+  return r.code;
 }
 nlohmann::json without_sources(nlohmann::json p) {
   p.erase("sources");

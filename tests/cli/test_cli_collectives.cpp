@@ -10,27 +10,17 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
+#include "tests/cli/run_cli.hpp"
+
 #include "scenarios/scenario.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-struct Result {
-  int code;
-  std::string output;
-};
+using Result = clustersim::test::CliResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
 fs::path write_temp(const std::string& name, const std::string& text) {
   const fs::path p = fs::temp_directory_path() / ("clustersim-test-" + name);

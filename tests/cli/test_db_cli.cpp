@@ -10,26 +10,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tests/cli/run_cli.hpp"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-struct Result {
-  int code;
-  std::string output;
-};
+using Result = clustersim::test::CliResult;
 
 // stdout only unless `merge`: JSON outputs must not mix with stderr notes.
-Result run(const std::string& args, bool merge = true) {
-  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + (merge ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args, bool merge = true) { return clustersim::test::run_cli(args, merge); }
 
 fs::path temp(const std::string& name) { return fs::temp_directory_path() / ("clustersim-db-" + name); }
 

@@ -4,18 +4,15 @@
 #include <filesystem>
 #include <sys/wait.h>
 
+#include "tests/cli/run_cli.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 int run_binary(const std::string& args, std::string* out) {
-  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string text;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
-  const int status = pclose(pipe);
-  *out = text;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const auto r = clustersim::test::run_cli(args);
+  if (out) *out = r.output;
+  return r.code;
 }
 }  // namespace
 

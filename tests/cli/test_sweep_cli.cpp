@@ -17,24 +17,14 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/cli/run_cli.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
-struct Result {
-  int code;
-  std::string output;
-};
+using Result = clustersim::test::CliResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
 fs::path fresh_db(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / ("clustersim-cli-" + name);

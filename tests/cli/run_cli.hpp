@@ -1,0 +1,28 @@
+// Runs the clustersim binary for the end-to-end tests: its exit code and its output.
+#pragma once
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+
+namespace clustersim::test {
+
+struct CliResult {
+  int code;
+  std::string output;
+};
+
+// `args` after the binary's path, through the shell. Stdout and stderr together, or
+// stdout alone where a JSON output must not mix with notes on stderr.
+inline CliResult run_cli(const std::string& args, bool merge_stderr = true) {
+  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace clustersim::test
