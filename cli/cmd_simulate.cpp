@@ -20,6 +20,7 @@ struct SimulateOptions {
   std::string trace;
   std::string platform;
   std::string db;  // --db FILE: also store the run there
+  std::int64_t timeline = 0;  // --timeline N: record the first N GPUs' slices
   bool json = false;
   bool list = false;
 };
@@ -35,6 +36,7 @@ int simulate_command(const SimulateOptions& o) {
   sim::SimulateOptions so;
   so.trace_file = o.trace;
   so.platform_file = o.platform;
+  so.timeline_gpus = o.timeline;
   nlohmann::json out = sim::simulate(s, so);
   out["tool"] = tool_json("simgrid");
   out["tool"]["simgrid_version"] = sim::simgrid_version();
@@ -83,6 +85,10 @@ const Registration simulate_registration{
                      "(hosts gpu-0 ... gpu-N-1)");
       sub.add_flag("--list-collectives", o->list, "list the collective algorithms and exit");
       sub.add_option("--db", o->db, "also store the run in this results database");
+      sub.add_option("--timeline", o->timeline,
+                     "record the compute and communication slices of the first N GPUs in the result "
+                     "(for db plot timeline)")
+          ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
       return [o] { return simulate_command(*o); };
     }};
 

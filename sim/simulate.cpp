@@ -89,8 +89,9 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
   const Platform platform =
       o.platform_file.empty() ? build_platform(cluster) : load_platform_file(o.platform_file, cluster, true);
   Trace trace;
-  Network net(platform, o.trace_file.empty() ? nullptr : &trace);
-  Replay replay(plan, net, o.trace_file.empty() ? nullptr : &trace);
+  const bool record = !o.trace_file.empty() || o.timeline_gpus > 0;
+  Network net(platform, record ? &trace : nullptr);
+  Replay replay(plan, net, record ? &trace : nullptr);
   replay.start();
   engine->run();
   const ReplayResult r = replay.finish();
@@ -140,8 +141,10 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
                       {"recompute_s", g.recompute}, {"tp_comm_s", g.tp_comm}, {"ep_comm_s", g.ep_comm},
                       {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"optimizer_s", g.optimizer},
                       {"end_s", g.end}, {"peak_activations_bytes", g.peak_activations}});
+  nlohmann::json timeline = o.timeline_gpus > 0 ? trace.timeline(o.timeline_gpus) : nlohmann::json();
   return {{"iteration_time_s", T},
           {"groups", groups},
+          {"timeline", timeline},
           {"simulator",
            {{"gpus", gpus},
             {"busiest_links", links},
@@ -256,6 +259,7 @@ nlohmann::json simulate(const Scenario& s, const SimulateOptions& o) {
       {"stages", stages},
       {"simulator", sim["simulator"]},
   };
+  if (sim["timeline"].is_array()) out["timeline"] = sim["timeline"];
   out["simulator"]["bubble_fraction"] = schedule_time > 0 ? breakdown["bubble_s"].get<double>() / schedule_time : 0.0;
   out["simulator"]["exposed_communication_s"] =
       val("tp_comm_s") + val("ep_comm_s") + val("pp_comm_s") + val("dp_comm_s");

@@ -19,6 +19,9 @@ namespace clustersim::sim {
 struct SimulateOptions {
   std::string trace_file;     // Chrome/Perfetto trace; empty: none
   std::string platform_file;  // SimGrid platform to use instead of the one built from the scenario
+  // > 0: the result carries a "timeline" of the compute and communication slices of the
+  // first `timeline_gpus` GPUs (for `db plot timeline`); 0: none (it grows with the run).
+  std::int64_t timeline_gpus = 0;
   NetworkModelConfig network;
 };
 

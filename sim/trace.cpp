@@ -28,11 +28,24 @@ void Trace::slice(std::int64_t gpu, Stream stream, std::string name, double star
   slices_.push_back({gpu, stream, std::move(name), start_s, end_s});
 }
 
-void Trace::write(const std::string& file) const {
+std::vector<Trace::Slice> Trace::sorted() const {
   auto sorted = slices_;
   std::stable_sort(sorted.begin(), sorted.end(), [](const Slice& a, const Slice& b) {
     return std::tie(a.gpu, a.stream, a.start, a.name) < std::tie(b.gpu, b.stream, b.start, b.name);
   });
+  return sorted;
+}
+
+nlohmann::json Trace::timeline(std::int64_t max_gpus) const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : sorted())
+    if (s.gpu < max_gpus && s.stream != Stream::network)
+      out.push_back({{"gpu", s.gpu}, {"start_s", s.start}, {"end_s", s.end}, {"kind", stream_name(s.stream)}, {"name", s.name}});
+  return out;
+}
+
+void Trace::write(const std::string& file) const {
+  const auto sorted = this->sorted();
   std::ofstream out(file);
   if (!out) throw std::runtime_error(fmt::format("cannot write trace file {}", file));
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";

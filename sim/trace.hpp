@@ -3,6 +3,7 @@
 // and transfer. Times are written in microseconds, as the format wants.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ class Trace {
   std::size_t size() const { return slices_.size(); }
   // Writes the file; slices sorted by (gpu, stream, start, name) for byte-stable output.
   void write(const std::string& file) const;
+  // The slices of GPUs below `max_gpus` on the compute and communication streams (not
+  // the per-transfer track), in the same order: [{"gpu", "start_s", "end_s", "kind",
+  // "name"}], the timeline format results/README.md describes.
+  nlohmann::json timeline(std::int64_t max_gpus) const;
 
  private:
   struct Slice {
@@ -24,6 +29,7 @@ class Trace {
     std::string name;
     double start, end;
   };
+  std::vector<Slice> sorted() const;
   std::vector<Slice> slices_;
 };
 
