@@ -104,11 +104,11 @@ TEST_CASE("invalid points are recorded with their error, or skipped when asked",
   CHECK(ss.failed == 0);
 }
 
-TEST_CASE("a sweep killed with SIGKILL resumes without losing or duplicating a point", "[sweep-cli][kill]") {
-  const auto db = fresh_db("killed.db");
-  const auto log = fs::temp_directory_path() / "clustersim-cli-killed.log";
-  const std::string sweep_file = source + "/sweeps/bench-10k.json";
-  fs::remove(log);  // the parent watches this file: no stale lines from an earlier run
+namespace {
+// Starts `clustersim sweep FILE --db DB --jobs 1` in the background with its output in
+// `log` (removed first: the caller watches it, so no stale lines from an earlier run).
+pid_t start_sweep(const std::string& sweep_file, const fs::path& db, const fs::path& log) {
+  fs::remove(log);
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -119,6 +119,16 @@ TEST_CASE("a sweep killed with SIGKILL resumes without losing or duplicating a p
           static_cast<char*>(nullptr));
     _exit(127);
   }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE("a sweep killed with SIGKILL resumes without losing or duplicating a point", "[sweep-cli][kill]") {
+  const auto db = fresh_db("killed.db");
+  const auto log = fs::temp_directory_path() / "clustersim-cli-killed.log";
+  const std::string sweep_file = source + "/sweeps/bench-10k.json";
+  const pid_t pid = start_sweep(sweep_file, db, log);
   // Wait for a progress line past 2,000 points: the writer commits every 2,000 points
   // or every 0.5 s, whichever comes first, so some are committed by then and, at one
   // job, most are not yet computed.
@@ -191,17 +201,7 @@ TEST_CASE("SIGTERM stops a sweep cleanly with its completed points committed", "
   const auto db = fresh_db("term.db");
   const auto log = fs::temp_directory_path() / "clustersim-cli-term.log";
   const std::string sweep_file = source + "/sweeps/bench-10k.json";
-  fs::remove(log);  // the parent watches this file: no stale lines from an earlier run
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execl(CLUSTERSIM_BINARY, "clustersim", "sweep", sweep_file.c_str(), "--db", db.c_str(), "--jobs", "1",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid = start_sweep(sweep_file, db, log);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (read_file(log).find("sweep: ") == std::string::npos && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
