@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/diagnostics.hpp"
+#include "strategies/search/frontier_dp.hpp"
 
 namespace clustersim::search {
 namespace {
@@ -315,6 +316,15 @@ IlpResult solve_ilp(const IlpRequest& r, const IlpOptions& options) {
   if (r.nodes.empty()) {
     res.status = IlpStatus::optimal;
     return res;
+  }
+  if (options.solver != IlpSolver::cbc) {
+    if (auto dp = solve_frontier_dp(r, FrontierDpLimits{}, options.explain_infeasible)) {
+      dp->solved_by = IlpSolver::dp;
+      return *dp;
+    }
+    if (options.solver == IlpSolver::dp)
+      throw InputError("<ilp request>", "", "outside the frontier DP's reach (several liveness steps, a follower before its "
+                                            "leader, negative memory, or a frontier wider than its limits)");
   }
   const Lp lp = build_lp(r);
   // A cheap exact test first: if even the smallest finite-cost strategy of every

@@ -42,7 +42,13 @@ struct IlpRequest {
   double memory_budget = std::numeric_limits<double>::infinity();  // bytes per device
 };
 
+// Which method solves the request. automatic: the exact frontier DP
+// (frontier_dp.hpp) when the request is within its reach, else CBC; both return the
+// optimum, so the choice changes speed only.
+enum class IlpSolver { automatic, cbc, dp };
+
 struct IlpOptions {
+  IlpSolver solver = IlpSolver::automatic;
   double time_limit_s = 600;  // Alpa's limit
   double relative_gap = 0;    // 0 = prove optimality
   int seed = 1;
@@ -66,6 +72,7 @@ struct IlpResult {
   // solution exists (infinite when none exists at any budget).
   double min_feasible_memory = 0;
   std::string message;                  // why infeasible, in words
+  IlpSolver solved_by = IlpSolver::cbc; // dp or cbc
 };
 
 // Checks the request's shape (counts, matrix sizes, indices, followers) and throws

@@ -1,0 +1,428 @@
+// Exact dynamic programming over the flat ILP request; see frontier_dp.hpp.
+//
+// Nodes are visited in index order. Visiting node t:
+//   - a leader adds a variable a_t in [0, k_t) to the frontier; a follower reads its
+//     leader's variable (the leader has a smaller index and is still in the frontier);
+//   - it adds cost_t[a_lead(t)] and, if live, memory_t[a_lead(t)];
+//   - every edge whose later end is t adds R[a_lead(src), a_lead(dst)];
+//   - leaders that no later node or edge touches leave the frontier.
+// Each visit is a list of transitions (old frontier state, pick) -> new frontier state
+// with the cost and memory it adds, built once per request.
+//
+// Without a memory budget this is Viterbi: one value per frontier state. With a budget:
+//   1. The memory-free optimum; if it fits, done.
+//   2. Lagrangian relaxation: for lambda >= 0, min_x cost(x) + lambda (mem(x) - M) is a
+//      lower bound of the optimum, and every x it yields that fits is an upper bound.
+//      Backward passes give, per node and frontier state, the least cost (+ lambda
+//      memory) of the rest; lambda is bisected on the sign of mem(x_lambda) - M.
+//      If the bounds meet, the fitting x is optimal.
+//   3. Otherwise a forward pass keeps, per frontier state, the Pareto set of partial
+//      (cost, memory) pairs, dropping a partial solution only when another in the same
+//      state is no worse in both, when the least memory of the rest cannot fit, or when
+//      its cost plus a lower bound of the rest (step 2's cost-to-go, with and without
+//      lambda) exceeds the best fitting solution known. So the result is the optimum.
+// Everything is deterministic: ties go to the earliest generated candidate, and the
+// generation order depends on the request only.
+#include "strategies/search/frontier_dp.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fmt/format.h>
+
+namespace clustersim::search {
+namespace {
+
+constexpr double kFit = 1 + 1e-12;    // relative tolerance of the budget test (as the search's)
+constexpr double kBound = 1 + 1e-9;   // slack of the bound pruning against rounding
+
+struct Step {
+  int node = 0;
+  bool leader = false;
+  std::size_t old_states = 1, next_states = 1;
+  // Transitions, grouped by old state in ascending order.
+  std::vector<std::uint32_t> from, to;
+  std::vector<std::int32_t> pick;  // strategy of the leader introduced (-1 for followers)
+  std::vector<double> cost, mem;
+};
+
+struct Prepared {
+  int n = 0;
+  std::vector<int> lead;       // node -> its leader
+  std::vector<Step> steps;     // one per node
+  std::vector<double> future;  // future[t]: least memory of nodes >= t
+  bool budgeted = false;
+  double budget = INFINITY;
+};
+
+// nullopt: out of reach.
+std::optional<Prepared> prepare(const IlpRequest& r, const FrontierDpLimits& lim) {
+  validate(r);
+  if (r.liveness.size() > 1) return std::nullopt;
+  Prepared p;
+  p.n = int(r.nodes.size());
+  p.budget = r.memory_budget * kFit;
+  p.lead.resize(std::size_t(p.n));
+  for (int v = 0; v < p.n; ++v) {
+    int l = v;
+    while (r.nodes[std::size_t(l)].follows >= 0) l = r.nodes[std::size_t(l)].follows;
+    if (l > v) return std::nullopt;  // the leader must come first
+    p.lead[std::size_t(v)] = l;
+  }
+  std::vector<char> live(std::size_t(p.n), 0);
+  if (!r.liveness.empty())
+    for (NodeIdx v : r.liveness.front()) live[std::size_t(v.value)] = 1;
+  p.budgeted = std::isfinite(r.memory_budget) && !r.liveness.empty();
+  std::vector<const std::vector<double>*> mem(std::size_t(p.n), nullptr);
+  p.future.assign(std::size_t(p.n) + 1, 0.0);
+  for (int v = 0; v < p.n; ++v) {
+    for (double m : r.nodes[std::size_t(v)].memory)
+      if (std::isnan(m) || m < 0) return std::nullopt;
+    if (live[std::size_t(v)] && p.budgeted) mem[std::size_t(v)] = &r.nodes[std::size_t(v)].memory;
+  }
+  for (int v = p.n; v-- > 0;) {
+    const double least = mem[std::size_t(v)] ? *std::min_element(mem[std::size_t(v)]->begin(), mem[std::size_t(v)]->end()) : 0.0;
+    p.future[std::size_t(v)] = p.future[std::size_t(v) + 1] + least;
+  }
+  std::vector<std::vector<int>> edges_at(std::size_t(p.n));
+  std::vector<int> last_use(std::size_t(p.n), -1);
+  for (int v = 0; v < p.n; ++v) {
+    int& u = last_use[std::size_t(p.lead[std::size_t(v)])];
+    u = std::max(u, v);
+  }
+  for (std::size_t e = 0; e < r.edges.size(); ++e) {
+    const int a = r.edges[e].src.value, b = r.edges[e].dst.value;
+    const int t = std::max(a, b);
+    edges_at[std::size_t(t)].push_back(int(e));
+    for (int x : {p.lead[std::size_t(a)], p.lead[std::size_t(b)]})
+      last_use[std::size_t(x)] = std::max(last_use[std::size_t(x)], t);
+  }
+  auto strides = [&](const std::vector<int>& f, std::vector<std::size_t>& stride) -> std::size_t {
+    stride.resize(f.size());
+    std::size_t s = 1;
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      stride[i] = s;
+      s *= r.nodes[std::size_t(f[i])].cost.size();
+      if (s > lim.max_states) return 0;
+    }
+    return s;
+  };
+  auto pos_in = [](const std::vector<int>& f, int u) { return int(std::find(f.begin(), f.end(), u) - f.begin()); };
+  std::vector<int> frontier;
+  std::size_t transitions = 0;
+  p.steps.resize(std::size_t(p.n));
+  for (int t = 0; t < p.n; ++t) {
+    Step& st = p.steps[std::size_t(t)];
+    st.node = t;
+    st.leader = p.lead[std::size_t(t)] == t;
+    const IlpNode& node = r.nodes[std::size_t(t)];
+    const int kt = st.leader ? int(node.cost.size()) : 1;
+    std::vector<int> mid = frontier;
+    if (st.leader) mid.push_back(t);
+    std::vector<int> next;
+    for (int u : mid)
+      if (last_use[std::size_t(u)] > t) next.push_back(u);
+    std::vector<std::size_t> old_stride, next_stride;
+    st.old_states = strides(frontier, old_stride);
+    st.next_states = strides(next, next_stride);
+    if (st.old_states == 0 || st.next_states == 0) return std::nullopt;
+    const int lead_pos = pos_in(mid, p.lead[std::size_t(t)]);
+    struct Read {
+      const IlpEdge* e;
+      int src, dst, kdst;
+    };
+    std::vector<Read> reads;
+    for (int ei : edges_at[std::size_t(t)]) {
+      const IlpEdge& e = r.edges[std::size_t(ei)];
+      reads.push_back({&e, pos_in(mid, p.lead[std::size_t(e.src.value)]), pos_in(mid, p.lead[std::size_t(e.dst.value)]),
+                       int(r.nodes[std::size_t(e.dst.value)].cost.size())});
+    }
+    std::vector<int> next_pos;
+    for (int u : next) next_pos.push_back(pos_in(mid, u));
+    const std::vector<double>* m = mem[std::size_t(t)];
+    std::vector<int> a(mid.size());
+    for (std::size_t sc = 0; sc < st.old_states; ++sc) {
+      std::size_t rest = sc;
+      for (std::size_t i = frontier.size(); i-- > 0;) {
+        a[i] = int(rest / old_stride[i]);
+        rest %= old_stride[i];
+      }
+      for (int j = 0; j < kt; ++j) {
+        if (st.leader) a[mid.size() - 1] = j;
+        const int s = a[std::size_t(lead_pos)];
+        double add = node.cost[std::size_t(s)];
+        for (const auto& e : reads) {
+          if (!std::isfinite(add)) break;
+          add += e.e->cost[std::size_t(a[std::size_t(e.src)] * e.kdst + a[std::size_t(e.dst)])];
+        }
+        if (!std::isfinite(add)) continue;
+        std::size_t code = 0;
+        for (std::size_t i = 0; i < next.size(); ++i) code += std::size_t(a[std::size_t(next_pos[i])]) * next_stride[i];
+        st.from.push_back(std::uint32_t(sc));
+        st.to.push_back(std::uint32_t(code));
+        st.pick.push_back(st.leader ? j : -1);
+        st.cost.push_back(add);
+        st.mem.push_back(m ? (*m)[std::size_t(s)] : 0.0);
+      }
+    }
+    transitions += st.from.size();
+    if (transitions > lim.max_points) return std::nullopt;
+    frontier = std::move(next);
+  }
+  return p;
+}
+
+// Per step t, the least (cost + lambda memory) of steps after t from each of its next
+// states; h[n-1] = {0}. Also the total from the start (h_start).
+struct CostToGo {
+  double lambda = 0;
+  std::vector<std::vector<double>> h;
+  double start = INFINITY;
+};
+
+CostToGo backward(const Prepared& p, double lambda, double cost_weight = 1) {
+  CostToGo g;
+  g.lambda = lambda;
+  g.h.resize(std::size_t(p.n));
+  std::vector<double> later{0.0};  // over the next states of the last step: the empty frontier
+  for (int t = p.n; t-- > 0;) {
+    const Step& st = p.steps[std::size_t(t)];
+    g.h[std::size_t(t)] = later;
+    std::vector<double> now(st.old_states, INFINITY);
+    for (std::size_t i = 0; i < st.from.size(); ++i) {
+      const double v = cost_weight * st.cost[i] + lambda * st.mem[i] + later[st.to[i]];
+      if (v < now[st.from[i]]) now[st.from[i]] = v;
+    }
+    later = std::move(now);
+  }
+  g.start = later.empty() ? INFINITY : later[0];
+  return g;
+}
+
+// The solution that follows the cost-to-go greedily from the start (an optimum of
+// cost + lambda memory), as one pick per leader.
+std::vector<StrategyIdx> follow(const Prepared& p, const CostToGo& g) {
+  std::vector<StrategyIdx> choice(std::size_t(p.n));
+  std::uint32_t state = 0;
+  for (int t = 0; t < p.n; ++t) {
+    const Step& st = p.steps[std::size_t(t)];
+    const auto lo = std::lower_bound(st.from.begin(), st.from.end(), state) - st.from.begin();
+    std::size_t best = st.from.size();
+    double bv = INFINITY;
+    for (std::size_t i = std::size_t(lo); i < st.from.size() && st.from[i] == state; ++i) {
+      const double v = st.cost[i] + g.lambda * st.mem[i] + g.h[std::size_t(t)][st.to[i]];
+      if (v < bv) bv = v, best = i;
+    }
+    if (best == st.from.size()) return {};
+    if (st.leader) choice[std::size_t(t)] = StrategyIdx{st.pick[best]};
+    state = st.to[best];
+  }
+  for (int v = 0; v < p.n; ++v) choice[std::size_t(v)] = choice[std::size_t(p.lead[std::size_t(v)])];
+  return choice;
+}
+
+struct Pt {
+  double cost = 0, mem = 0;
+  std::uint32_t parent = 0;  // index in the previous layer
+  std::int32_t pick = -1;
+};
+
+struct Layer {
+  std::vector<std::uint32_t> begin, end;  // per state: [begin, end) in pts, ascending memory
+  std::vector<Pt> pts;
+};
+
+// Step 3: the bounded Pareto forward pass. Returns the best fitting solution strictly
+// better than `upper` (empty when none).
+// With beam > 0 it is a heuristic instead: each state keeps its least-memory point and
+// the `beam` points of least cost + lambda memory (an upper bound, never the proof).
+std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vector<const CostToGo*>& bounds, double upper,
+                                               double budget, const FrontierDpLimits& lim, std::size_t beam = 0,
+                                               double lambda = 0) {
+  std::vector<Layer> layers(1);
+  layers[0].begin = {0};
+  layers[0].end = {1};
+  layers[0].pts = {Pt{}};
+  std::size_t stored = 1;
+  const double cut = upper * kBound;
+  std::vector<std::vector<Pt>> buckets;
+  for (int t = 0; t < p.n; ++t) {
+    const Step& st = p.steps[std::size_t(t)];
+    const Layer& old = layers.back();
+    buckets.resize(std::max(buckets.size(), st.next_states));
+    const double fut = p.future[std::size_t(t) + 1];
+    for (std::size_t i = 0; i < st.from.size(); ++i) {
+      const std::uint32_t b0 = old.begin[st.from[i]], b1 = old.end[st.from[i]];
+      if (b0 == b1) continue;
+      const std::uint32_t to = st.to[i];
+      auto& out = buckets[to];
+      for (std::uint32_t q = b0; q < b1; ++q) {
+        const Pt& pt = old.pts[q];
+        const double m = pt.mem + st.mem[i];
+        if (m + fut > budget) break;  // ascending memory: the rest is larger
+        const double c = pt.cost + st.cost[i];
+        bool keep = true;
+        for (const CostToGo* g : bounds)
+          if (c + g->lambda * (m - budget) + g->h[std::size_t(t)][to] > cut) keep = false;
+        if (keep) out.push_back(Pt{c, m, q, st.pick[i]});
+      }
+    }
+    Layer nl;
+    nl.begin.resize(st.next_states);
+    nl.end.resize(st.next_states);
+    for (std::size_t code = 0; code < st.next_states; ++code) {
+      auto& v = buckets[code];
+      nl.begin[code] = std::uint32_t(nl.pts.size());
+      std::stable_sort(v.begin(), v.end(), [](const Pt& x, const Pt& y) { return x.mem != y.mem ? x.mem < y.mem : x.cost < y.cost; });
+      double best = INFINITY;
+      for (const Pt& pt : v)
+        if (pt.cost < best) {
+          best = pt.cost;
+          nl.pts.push_back(pt);
+        }
+      if (beam > 0 && nl.pts.size() - nl.begin[code] > beam + 1) {
+        // Keep the first (least memory) and the beam best by cost + lambda memory, in order.
+        const auto first = nl.pts.begin() + nl.begin[code];
+        std::vector<std::pair<double, std::size_t>> score;
+        for (auto it = first + 1; it != nl.pts.end(); ++it) score.emplace_back(it->cost + lambda * it->mem, std::size_t(it - first));
+        std::stable_sort(score.begin(), score.end());
+        std::vector<char> keep(std::size_t(nl.pts.end() - first), 0);
+        keep[0] = 1;
+        for (std::size_t k = 0; k < beam; ++k) keep[score[k].second] = 1;
+        std::size_t w = 0;
+        for (std::size_t k = 0; k < keep.size(); ++k)
+          if (keep[k]) first[std::ptrdiff_t(w++)] = first[std::ptrdiff_t(k)];
+        nl.pts.resize(nl.begin[code] + w);
+      }
+      nl.end[code] = std::uint32_t(nl.pts.size());
+      v.clear();
+    }
+    stored += nl.pts.size();
+    if (stored > lim.max_points) return std::nullopt;
+    layers.push_back(std::move(nl));
+  }
+  const Layer& last = layers.back();
+  if (last.pts.empty()) return std::vector<StrategyIdx>{};  // nothing better than `upper`
+  std::vector<StrategyIdx> choice(std::size_t(p.n));
+  // One state; ascending memory and descending cost: the last point is the cheapest.
+  std::size_t idx = last.pts.size() - 1;
+  for (int t = p.n; t-- > 0;) {
+    const Pt& pt = layers[std::size_t(t) + 1].pts[idx];
+    if (p.steps[std::size_t(t)].leader) choice[std::size_t(t)] = StrategyIdx{pt.pick};
+    idx = pt.parent;
+  }
+  for (int v = 0; v < p.n; ++v) choice[std::size_t(v)] = choice[std::size_t(p.lead[std::size_t(v)])];
+  return choice;
+}
+
+double memory_of(const IlpRequest& r, const std::vector<StrategyIdx>& x) {
+  double peak = 0;
+  (void)evaluate_choice(r, x, &peak);
+  return peak;
+}
+
+}  // namespace
+
+std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDpLimits& limits, bool explain_infeasible) {
+  const auto prep = prepare(r, limits);
+  if (!prep) return std::nullopt;
+  const Prepared& p = *prep;
+  IlpResult res;
+  res.status = IlpStatus::optimal;
+  if (r.nodes.empty()) return res;
+  auto done = [&](std::vector<StrategyIdx> x) {
+    res.choice = std::move(x);
+    res.objective = evaluate_choice(r, res.choice, &res.peak_memory);
+    return res;
+  };
+  const CostToGo free = backward(p, 0);
+  if (!std::isfinite(free.start)) {
+    res.status = IlpStatus::infeasible;
+    res.min_feasible_memory = INFINITY;
+    res.message = "no combination of strategies has a finite cost (forbidden strategies or resharding pairs)";
+    return res;
+  }
+  std::vector<StrategyIdx> x0 = follow(p, free);
+  if (!p.budgeted || memory_of(r, x0) <= p.budget) return done(std::move(x0));
+
+  // Does anything fit? The least memory: lambda so large that cost only breaks ties.
+  // Computed exactly as a cost-free pass over memory.
+  {
+    const CostToGo least = backward(p, 1, /*cost_weight=*/0);
+    if (least.start > p.budget) {
+      res.status = IlpStatus::infeasible;
+      res.min_feasible_memory = explain_infeasible ? least.start : 0;
+      res.message = explain_infeasible ? fmt::format("does not fit in {:.3f} GB per device; the smallest memory that fits is {:.3f} GB",
+                                                     r.memory_budget * 1e-9, least.start * 1e-9)
+                                       : "infeasible";
+      return res;
+    }
+  }
+
+  // Lagrangian bounds. lambda_lo: its solution overflows; lambda_hi: its solution fits.
+  const double M = r.memory_budget;
+  double lower = free.start;  // L(0)
+  CostToGo best_bound = free;
+  double upper = INFINITY;
+  std::vector<StrategyIdx> incumbent, x_lo = x0, x_hi;
+  auto probe = [&](double lambda) -> bool {  // true when x_lambda fits
+    CostToGo g = backward(p, lambda);
+    const double L = g.start - lambda * M;
+    std::vector<StrategyIdx> x = follow(p, g);
+    const bool fits = !x.empty() && memory_of(r, x) <= p.budget;
+    if (fits) {
+      const double c = evaluate_choice(r, x);
+      if (c < upper) upper = c, incumbent = x;
+      x_hi = std::move(x);
+    } else if (!x.empty()) {
+      x_lo = std::move(x);
+    }
+    if (L > lower) lower = L, best_bound = std::move(g);
+    return fits;
+  };
+  const double mem0 = memory_of(r, x0);
+  double lo = 0, hi = std::max(free.start, 1e-30) / std::max(mem0, 1.0);
+  for (int i = 0; i < 80 && !probe(hi); ++i) lo = hi, hi *= 4;
+  for (int i = 0; i < 14 && upper - lower > std::abs(upper) * 1e-9; ++i) {
+    const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 4;
+    if (probe(mid)) hi = mid;
+    else lo = mid;
+  }
+  if (incumbent.empty()) return std::nullopt;  // cannot happen when the least memory fits
+  if (upper - lower <= std::abs(upper) * 1e-9) return done(std::move(incumbent));
+  if (std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "lagrangian gap: lower %.9g upper %.9g\n", lower, upper);
+
+  // A tighter incumbent first. The Lagrangian solutions switch identical layers all at
+  // once (x_lo overflows, x_hi fits), while the optimum often mixes them: try x_hi on the
+  // nodes before a cut and x_lo after it (and the other way round), for every cut.
+  if (!x_hi.empty()) {
+    for (int order = 0; order < 2; ++order) {
+      const auto& a = order == 0 ? x_hi : x_lo;
+      const auto& b = order == 0 ? x_lo : x_hi;
+      std::vector<StrategyIdx> x = b;
+      for (int cut_at = 0; cut_at <= p.n; ++cut_at) {
+        if (cut_at > 0) {
+          // Leaders before the cut take a; followers take their leader's.
+          const int v = cut_at - 1;
+          if (p.lead[std::size_t(v)] == v) x[std::size_t(v)] = a[std::size_t(v)];
+        }
+        std::vector<StrategyIdx> y = x;
+        for (int v = 0; v < p.n; ++v) y[std::size_t(v)] = y[std::size_t(p.lead[std::size_t(v)])];
+        double peak = 0;
+        const double c = evaluate_choice(r, y, &peak);
+        if (std::isfinite(c) && peak <= p.budget && c < upper) upper = c, incumbent = std::move(y);
+      }
+    }
+  }
+  if (std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "after mixing: upper %.9g\n", upper);
+  if (upper - lower <= std::abs(upper) * 1e-9) return done(std::move(incumbent));
+  const auto better = pareto(p, {&free, &best_bound}, upper, p.budget, limits);
+  if (!better) return std::nullopt;
+  const bool found = !better->empty() && std::isfinite(evaluate_choice(r, *better)) && memory_of(r, *better) <= p.budget &&
+                     evaluate_choice(r, *better) < upper;
+  return done(found ? *better : std::move(incumbent));
+}
+
+}  // namespace clustersim::search
