@@ -38,15 +38,55 @@ namespace {
 constexpr double kFit = 1 + 1e-12;    // relative tolerance of the budget test (as the search's)
 constexpr double kBound = 1 + 1e-9;   // slack of the bound pruning against rounding
 
+struct Read {  // an edge read at a step: positions of its ends' leaders in the mid frontier
+  const IlpEdge* e;
+  int src, dst, kdst;
+};
+
 struct Step {
   int node = 0;
   bool leader = false;
+  int kt = 1;                         // picks: the leader's strategies, or 1 for a follower
   std::size_t old_states = 1, next_states = 1;
-  // Transitions, grouped by old state in ascending order.
+  std::vector<std::size_t> old_stride, next_stride;
+  std::vector<int> next_pos;          // per next frontier variable: its position in mid
+  int lead_pos = 0;                   // position of the node's leader in mid
+  std::vector<Read> reads;
+  const std::vector<double>* cost = nullptr;
+  const std::vector<double>* mem = nullptr;  // null when the node's memory plays no part
+  // Transitions, grouped by old state in ascending order (filled by materialize()).
   std::vector<std::uint32_t> from, to;
   std::vector<std::int32_t> pick;  // strategy of the leader introduced (-1 for followers)
-  std::vector<double> cost, mem;
+  std::vector<double> tcost, tmem;
 };
+
+// Calls f(old state, pick, next state, added cost, added memory) for every finite
+// transition of the step, in ascending old state then pick.
+template <class F>
+void enumerate(const Step& st, F&& f) {
+  const std::size_t nold = st.old_stride.size();
+  std::vector<int> a(nold + (st.leader ? 1 : 0), 0);
+  for (std::size_t sc = 0; sc < st.old_states; ++sc) {
+    if (sc > 0)  // odometer over the old frontier
+      for (std::size_t i = 0; i < nold; ++i) {
+        if (std::size_t(++a[i]) * st.old_stride[i] < (i + 1 < nold ? st.old_stride[i + 1] : st.old_states)) break;
+        a[i] = 0;
+      }
+    for (int j = 0; j < st.kt; ++j) {
+      if (st.leader) a[nold] = j;
+      const int s = a[std::size_t(st.lead_pos)];
+      double add = (*st.cost)[std::size_t(s)];
+      for (const auto& e : st.reads) {
+        if (!std::isfinite(add)) break;
+        add += e.e->cost[std::size_t(a[std::size_t(e.src)] * e.kdst + a[std::size_t(e.dst)])];
+      }
+      if (!std::isfinite(add)) continue;
+      std::size_t code = 0;
+      for (std::size_t i = 0; i < st.next_pos.size(); ++i) code += std::size_t(a[std::size_t(st.next_pos[i])]) * st.next_stride[i];
+      f(sc, st.leader ? j : -1, code, add, st.mem ? (*st.mem)[std::size_t(s)] : 0.0);
+    }
+  }
+}
 
 struct Prepared {
   int n = 0;
@@ -111,67 +151,84 @@ std::optional<Prepared> prepare(const IlpRequest& r, const FrontierDpLimits& lim
   };
   auto pos_in = [](const std::vector<int>& f, int u) { return int(std::find(f.begin(), f.end(), u) - f.begin()); };
   std::vector<int> frontier;
-  std::size_t transitions = 0;
   p.steps.resize(std::size_t(p.n));
   for (int t = 0; t < p.n; ++t) {
     Step& st = p.steps[std::size_t(t)];
     st.node = t;
     st.leader = p.lead[std::size_t(t)] == t;
-    const IlpNode& node = r.nodes[std::size_t(t)];
-    const int kt = st.leader ? int(node.cost.size()) : 1;
+    st.kt = st.leader ? int(r.nodes[std::size_t(t)].cost.size()) : 1;
+    st.cost = &r.nodes[std::size_t(t)].cost;
+    st.mem = mem[std::size_t(t)];
     std::vector<int> mid = frontier;
     if (st.leader) mid.push_back(t);
     std::vector<int> next;
     for (int u : mid)
       if (last_use[std::size_t(u)] > t) next.push_back(u);
-    std::vector<std::size_t> old_stride, next_stride;
-    st.old_states = strides(frontier, old_stride);
-    st.next_states = strides(next, next_stride);
+    st.old_states = strides(frontier, st.old_stride);
+    st.next_states = strides(next, st.next_stride);
     if (st.old_states == 0 || st.next_states == 0) return std::nullopt;
-    const int lead_pos = pos_in(mid, p.lead[std::size_t(t)]);
-    struct Read {
-      const IlpEdge* e;
-      int src, dst, kdst;
-    };
-    std::vector<Read> reads;
+    st.lead_pos = pos_in(mid, p.lead[std::size_t(t)]);
     for (int ei : edges_at[std::size_t(t)]) {
       const IlpEdge& e = r.edges[std::size_t(ei)];
-      reads.push_back({&e, pos_in(mid, p.lead[std::size_t(e.src.value)]), pos_in(mid, p.lead[std::size_t(e.dst.value)]),
-                       int(r.nodes[std::size_t(e.dst.value)].cost.size())});
+      st.reads.push_back({&e, pos_in(mid, p.lead[std::size_t(e.src.value)]), pos_in(mid, p.lead[std::size_t(e.dst.value)]),
+                          int(r.nodes[std::size_t(e.dst.value)].cost.size())});
     }
-    std::vector<int> next_pos;
-    for (int u : next) next_pos.push_back(pos_in(mid, u));
-    const std::vector<double>* m = mem[std::size_t(t)];
-    std::vector<int> a(mid.size());
-    for (std::size_t sc = 0; sc < st.old_states; ++sc) {
-      std::size_t rest = sc;
-      for (std::size_t i = frontier.size(); i-- > 0;) {
-        a[i] = int(rest / old_stride[i]);
-        rest %= old_stride[i];
-      }
-      for (int j = 0; j < kt; ++j) {
-        if (st.leader) a[mid.size() - 1] = j;
-        const int s = a[std::size_t(lead_pos)];
-        double add = node.cost[std::size_t(s)];
-        for (const auto& e : reads) {
-          if (!std::isfinite(add)) break;
-          add += e.e->cost[std::size_t(a[std::size_t(e.src)] * e.kdst + a[std::size_t(e.dst)])];
-        }
-        if (!std::isfinite(add)) continue;
-        std::size_t code = 0;
-        for (std::size_t i = 0; i < next.size(); ++i) code += std::size_t(a[std::size_t(next_pos[i])]) * next_stride[i];
-        st.from.push_back(std::uint32_t(sc));
-        st.to.push_back(std::uint32_t(code));
-        st.pick.push_back(st.leader ? j : -1);
-        st.cost.push_back(add);
-        st.mem.push_back(m ? (*m)[std::size_t(s)] : 0.0);
-      }
-    }
-    transitions += st.from.size();
-    if (transitions > lim.max_points) return std::nullopt;
+    for (int u : next) st.next_pos.push_back(pos_in(mid, u));
     frontier = std::move(next);
   }
   return p;
+}
+
+// Stores every step's transitions (for the repeated passes of the memory-constrained
+// solve); false when they exceed the limit.
+bool materialize(Prepared& p, const FrontierDpLimits& lim) {
+  std::size_t total = 0;
+  for (Step& st : p.steps) {
+    const std::size_t cap = st.old_states * std::size_t(st.kt);
+    total += cap;
+    if (total > lim.max_points) return false;
+    st.from.reserve(cap), st.to.reserve(cap), st.pick.reserve(cap), st.tcost.reserve(cap), st.tmem.reserve(cap);
+    enumerate(st, [&](std::size_t sc, int j, std::size_t code, double c, double m) {
+      st.from.push_back(std::uint32_t(sc));
+      st.to.push_back(std::uint32_t(code));
+      st.pick.push_back(j);
+      st.tcost.push_back(c);
+      st.tmem.push_back(m);
+    });
+  }
+  return true;
+}
+
+// The memory-free optimum by a forward pass that stores only back-pointers; empty when
+// no finite-cost solution exists.
+std::vector<StrategyIdx> viterbi(const Prepared& p) {
+  std::vector<double> val{0.0};
+  struct Back {
+    std::uint32_t from = 0;
+    std::int32_t pick = -1;
+  };
+  std::vector<std::vector<Back>> back(std::size_t(p.n));
+  for (int t = 0; t < p.n; ++t) {
+    const Step& st = p.steps[std::size_t(t)];
+    std::vector<double> nv(st.next_states, INFINITY);
+    auto& bk = back[std::size_t(t)];
+    bk.resize(st.next_states);
+    enumerate(st, [&](std::size_t sc, int j, std::size_t code, double c, double) {
+      const double v = val[sc] + c;
+      if (v < nv[code]) nv[code] = v, bk[code] = Back{std::uint32_t(sc), j};
+    });
+    val = std::move(nv);
+  }
+  if (!std::isfinite(val[0])) return {};
+  std::vector<StrategyIdx> choice(std::size_t(p.n));
+  std::uint32_t state = 0;
+  for (int t = p.n; t-- > 0;) {
+    const Back& b = back[std::size_t(t)][state];
+    if (p.steps[std::size_t(t)].leader) choice[std::size_t(t)] = StrategyIdx{b.pick};
+    state = b.from;
+  }
+  for (int v = 0; v < p.n; ++v) choice[std::size_t(v)] = choice[std::size_t(p.lead[std::size_t(v)])];
+  return choice;
 }
 
 // Per step t, the least (cost + lambda memory) of steps after t from each of its next
@@ -192,7 +249,7 @@ CostToGo backward(const Prepared& p, double lambda, double cost_weight = 1) {
     g.h[std::size_t(t)] = later;
     std::vector<double> now(st.old_states, INFINITY);
     for (std::size_t i = 0; i < st.from.size(); ++i) {
-      const double v = cost_weight * st.cost[i] + lambda * st.mem[i] + later[st.to[i]];
+      const double v = cost_weight * st.tcost[i] + lambda * st.tmem[i] + later[st.to[i]];
       if (v < now[st.from[i]]) now[st.from[i]] = v;
     }
     later = std::move(now);
@@ -212,7 +269,7 @@ std::vector<StrategyIdx> follow(const Prepared& p, const CostToGo& g) {
     std::size_t best = st.from.size();
     double bv = INFINITY;
     for (std::size_t i = std::size_t(lo); i < st.from.size() && st.from[i] == state; ++i) {
-      const double v = st.cost[i] + g.lambda * st.mem[i] + g.h[std::size_t(t)][st.to[i]];
+      const double v = st.tcost[i] + g.lambda * st.tmem[i] + g.h[std::size_t(t)][st.to[i]];
       if (v < bv) bv = v, best = i;
     }
     if (best == st.from.size()) return {};
@@ -260,9 +317,9 @@ std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vec
       auto& out = buckets[to];
       for (std::uint32_t q = b0; q < b1; ++q) {
         const Pt& pt = old.pts[q];
-        const double m = pt.mem + st.mem[i];
+        const double m = pt.mem + st.tmem[i];
         if (m + fut > budget) break;  // ascending memory: the rest is larger
-        const double c = pt.cost + st.cost[i];
+        const double c = pt.cost + st.tcost[i];
         bool keep = true;
         for (const CostToGo* g : bounds)
           if (c + g->lambda * (m - budget) + g->h[std::size_t(t)][to] > cut) keep = false;
@@ -326,9 +383,9 @@ double memory_of(const IlpRequest& r, const std::vector<StrategyIdx>& x) {
 }  // namespace
 
 std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDpLimits& limits, bool explain_infeasible) {
-  const auto prep = prepare(r, limits);
+  auto prep = prepare(r, limits);
   if (!prep) return std::nullopt;
-  const Prepared& p = *prep;
+  Prepared& p = *prep;
   IlpResult res;
   res.status = IlpStatus::optimal;
   if (r.nodes.empty()) return res;
@@ -337,15 +394,16 @@ std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDp
     res.objective = evaluate_choice(r, res.choice, &res.peak_memory);
     return res;
   };
-  const CostToGo free = backward(p, 0);
-  if (!std::isfinite(free.start)) {
+  std::vector<StrategyIdx> x0 = viterbi(p);
+  if (x0.empty()) {
     res.status = IlpStatus::infeasible;
     res.min_feasible_memory = INFINITY;
     res.message = "no combination of strategies has a finite cost (forbidden strategies or resharding pairs)";
     return res;
   }
-  std::vector<StrategyIdx> x0 = follow(p, free);
   if (!p.budgeted || memory_of(r, x0) <= p.budget) return done(std::move(x0));
+  if (!materialize(p, limits)) return std::nullopt;
+  const CostToGo free = backward(p, 0);
 
   // Does anything fit? The least memory: lambda so large that cost only breaks ties.
   // Computed exactly as a cost-free pass over memory.

@@ -553,6 +553,12 @@ IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options)
   }
   res = summarise(b, r, s.choice);
   res.status = s.status;
+  for (const auto& st : b.strategies()) {
+    double w = INFINITY, a = INFINITY;
+    for (const auto& x : st) w = std::min(w, x.weight_mem), a = std::min(a, x.act_mem);
+    res.least_weight_memory += w;
+    res.least_activation_memory += a;
+  }
   return res;
 }
 

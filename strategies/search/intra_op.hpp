@@ -63,6 +63,9 @@ struct IntraOpResult {
   Bytes weight_memory = 0;      // parameters, gradients, optimizer states per device
   Bytes activation_memory = 0;  // saved activations of one micro-batch per device
   Bytes min_memory = 0;         // when infeasible: the smallest budget that fits
+  // Lower bounds of the weight and activation memory of any choice (each op's least,
+  // summed): no choice fits in less than least_weight_memory + s x least_activation_memory.
+  Bytes least_weight_memory = 0, least_activation_memory = 0;
   std::string message;
   std::vector<OpDecision> decisions;
   std::map<std::string, int> kind_counts;  // strategy kind -> ops (sorted: deterministic)

@@ -151,123 +151,177 @@ class Searcher {
     return st;
   }
 
+  // The exact result for `inflight` micro-batches in flight when the cache already
+  // implies it (see the top of this file), else nullptr; `lower` receives the best lower
+  // bound the cache gives (the latency at the largest smaller in-flight count solved).
+  const IntraOpResult* cached(const Key& k, int inflight, double* lower) {
+    *lower = 0;
+    auto it = cache_.find(k);
+    if (it == cache_.end()) return nullptr;
+    const IntraOpResult* base = nullptr;
+    for (const auto& [s0, r] : it->second)
+      if (s0 <= inflight) base = &r;
+    if (!base) return nullptr;
+    if (inflight == 0 || !base->feasible ||
+        base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12))
+      return base;
+    *lower = base->latency;
+    return nullptr;
+  }
+
+  using CandKey = std::tuple<int, int, int, int>;  // first layer, last layer, submesh, stages from the end
+  struct Value {
+    double t = INFINITY;
+    bool exact = true;
+    std::pair<i64, i64> mesh{1, 1};
+  };
+
+  // One micro-batch count: its graph, clustering and the stage values found so far.
+  struct PerB {
+    i64 B = 0, samples = 0;
+    const ModelGraph* g = nullptr;
+    std::vector<int> ord, starts;
+    int K = 0;
+    std::set<CandKey> refined;
+    std::map<CandKey, Value> memo;
+    InterOpResult res;
+    bool exact = false;  // res uses exact stage values only
+    std::pair<int, int> range(int first, int last) const {
+      const int a = starts[std::size_t(first)];
+      const int z = last + 1 < K ? starts[std::size_t(last + 1)] : int(ord.size());
+      return {a, z - 1};
+    }
+  };
+
+  // Lazy exact stage latencies. A candidate's value is exact when the memory-free ILP
+  // optimum fits with `from_end` micro-batches in flight, or when the cache implies the
+  // memory-constrained optimum; otherwise a lower bound (the memory-free optimum, or the
+  // optimum with fewer micro-batches in flight), until the DP picks the candidate: then
+  // its memory-constrained ILPs are solved and the DP runs again. When the DP's plan
+  // uses exact values only, it is optimal: every other plan costs at least its
+  // lower-bound total. Most memory-tight ILPs (the slow ones) are never needed.
+  Value value(PerB& pb, int first, int last, int sub, int from_end) {
+    const CandKey ck{first, last, sub, from_end};
+    if (auto it = pb.memo.find(ck); it != pb.memo.end()) return it->second;
+    const auto [a, z] = pb.range(first, last);
+    const std::vector<int> blocks(pb.ord.begin() + a, pb.ord.begin() + z + 1);
+    const Submesh& sm = subs_[std::size_t(sub)];
+    const bool refine = !o_.lazy || pb.refined.count(ck) > 0;
+    Value best_v;
+    for (auto [d0, d1] : logical_meshes(sm)) {
+      ++timings_.candidates;
+      const IntraOpResult& u = stage(*pb.g, blocks, pb.B, sm, d0, d1, 0, StrategySpace::full);
+      if (!u.feasible) continue;  // no sharding divides: infeasible at any budget
+      Value v{u.latency, true, {d0, d1}};
+      if (u.least_weight_memory + from_end * u.least_activation_memory > budget_ * (1 + 1e-12)) {
+        v.t = INFINITY;  // even the least memory of every op overflows: exact
+      } else if (u.weight_memory + from_end * u.activation_memory > budget_ * (1 + 1e-12)) {
+        const Key k{blocks, pb.g->micro_batch, sm.hosts, sm.gpus, d0, d1, int(StrategySpace::full)};
+        double lower = 0;
+        if (const IntraOpResult* r = cached(k, from_end, &lower)) {
+          v.t = r->feasible ? r->latency : INFINITY;
+        } else if (refine) {
+          const IntraOpResult& r2 = stage(*pb.g, blocks, pb.B, sm, d0, d1, from_end, StrategySpace::full);
+          v.t = r2.feasible ? r2.latency : INFINITY;
+        } else {
+          v.t = std::max(v.t, lower);
+          v.exact = false;
+        }
+      }
+      if (v.t < best_v.t || (v.t == best_v.t && v.exact && !best_v.exact)) best_v = v;
+    }
+    pb.memo[ck] = best_v;
+    return best_v;
+  }
+
+  // One run of the inter-op DP over the current values; marks the non-exact stages of
+  // its plan for refinement.
+  void round(PerB& pb) {
+    InterOpProblem ip;
+    ip.layers = pb.K;
+    ip.submeshes = subs_;
+    ip.devices = cluster_.total_gpus();
+    ip.micro_batches = pb.B;
+    auto latency = [&](int first, int last, int sub, int from_end) { return value(pb, first, last, sub, from_end).t; };
+    const auto t0 = Clock::now();
+    const double intra_before = timings_.intra_op_s;
+    pb.res = solve_inter_op(ip, latency);
+    timings_.inter_op_s += since(t0) - (timings_.intra_op_s - intra_before);
+    pb.exact = pb.res.feasible;
+    const int n = int(pb.res.stages.size());
+    for (int j = 0; j < n && pb.res.feasible; ++j) {
+      const auto& sc = pb.res.stages[std::size_t(j)];
+      const CandKey key{sc.first, sc.last, sc.submesh, n - j};
+      if (!pb.memo.at(key).exact) {
+        pb.refined.insert(key);
+        pb.memo.erase(key);
+        pb.exact = false;
+      }
+    }
+  }
+
   SearchPlan alpa() {
     SearchPlan best;
     best.method = "alpa";
-    const i64 hosts = cluster_.nodes, gpn = cluster_.gpus_per_node;
-    const std::vector<Submesh> subs = submesh_shapes(hosts, gpn);
+    subs_ = submesh_shapes(cluster_.nodes, cluster_.gpus_per_node);
+    std::vector<PerB> all;
     for (i64 B : micro_batch_counts()) {
-      const i64 samples = s_.training.global_batch / B;
-      const ModelGraph& g = graph(samples);
-      const std::vector<int> ord = order(g);
-      auto t0 = Clock::now();
+      PerB pb;
+      pb.B = B;
+      pb.samples = s_.training.global_batch / B;
+      pb.g = &graph(pb.samples);
+      pb.ord = order(*pb.g);
+      const auto t0 = Clock::now();
       std::vector<double> flops, cut;
-      for (int b : ord) {
-        flops.push_back(g.blocks[std::size_t(b)].fwd_flops());
-        cut.push_back(g.blocks[std::size_t(b)].output_bytes);
+      for (int b : pb.ord) {
+        flops.push_back(pb.g->blocks[std::size_t(b)].fwd_flops());
+        cut.push_back(pb.g->blocks[std::size_t(b)].output_bytes);
       }
-      const std::vector<int> starts = cluster_layers(flops, cut, std::min<int>(o_.layer_clusters, int(ord.size())));
+      pb.starts = cluster_layers(flops, cut, std::min<int>(o_.layer_clusters, int(pb.ord.size())));
+      pb.K = int(pb.starts.size());
       timings_.clustering_s += since(t0);
-      const int K = int(starts.size());
-      auto range = [&](int first, int last) {
-        const int a = starts[std::size_t(first)];
-        const int z = last + 1 < K ? starts[std::size_t(last + 1)] : int(ord.size());
-        return std::pair<int, int>{a, z - 1};
-      };
-      // Lazy exact stage latencies. A candidate's value is the memory-free ILP optimum
-      // when that solution fits with `from_end` micro-batches in flight (then it is the
-      // exact optimum), else that optimum as a lower bound, until the DP picks the
-      // candidate: then its memory-constrained ILPs are solved and the DP runs again.
-      // When the DP's plan uses exact values only, it is optimal: every other plan
-      // costs at least its lower-bound total. Most memory-tight ILPs (the slow ones)
-      // are never needed.
-      using CandKey = std::tuple<int, int, int, int>;
-      struct Value {
-        double t = INFINITY;
-        bool exact = true;
-        std::pair<i64, i64> mesh{1, 1};
-      };
-      std::set<CandKey> refined;
-      auto value = [&](int first, int last, int sub, int from_end) -> Value {
-        const auto [a, z] = range(first, last);
-        const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
-        const Submesh& sm = subs[std::size_t(sub)];
-        const bool refine = !o_.lazy || refined.count({first, last, sub, from_end}) > 0;
-        Value best_v;
-        for (auto [d0, d1] : logical_meshes(sm)) {
-          ++timings_.candidates;
-          const IntraOpResult& u = stage(g, blocks, B, sm, d0, d1, 0, StrategySpace::full);
-          if (!u.feasible) continue;  // no sharding divides: infeasible at any budget
-          Value v{u.latency, true, {d0, d1}};
-          if (u.weight_memory + from_end * u.activation_memory > budget_ * (1 + 1e-12)) {
-            if (refine) {
-              const IntraOpResult& r = stage(g, blocks, B, sm, d0, d1, from_end, StrategySpace::full);
-              v.t = r.feasible ? r.latency : INFINITY;
-            } else {
-              v.exact = false;
-            }
-          }
-          if (v.t < best_v.t || (v.t == best_v.t && v.exact && !best_v.exact)) best_v = v;
-        }
-        return best_v;
-      };
-      InterOpProblem ip;
-      ip.layers = K;
-      ip.submeshes = subs;
-      ip.devices = cluster_.total_gpus();
-      ip.micro_batches = B;
-      InterOpResult res;
-      for (;;) {
-        std::map<CandKey, Value> values;
-        auto latency = [&](int first, int last, int sub, int from_end) -> double {
-          const Value v = value(first, last, sub, from_end);
-          values[{first, last, sub, from_end}] = v;
-          return v.t;
-        };
-        t0 = Clock::now();
-        const double intra_before = timings_.intra_op_s;
-        res = solve_inter_op(ip, latency);
-        timings_.inter_op_s += since(t0) - (timings_.intra_op_s - intra_before);
-        if (!res.feasible) break;
-        bool all_exact = true;
-        const int n = int(res.stages.size());
-        for (int j = 0; j < n; ++j) {
-          const auto& sc = res.stages[std::size_t(j)];
-          const CandKey key{sc.first, sc.last, sc.submesh, n - j};
-          if (!values.at(key).exact) {
-            refined.insert(key);
-            all_exact = false;
-          }
-        }
-        if (all_exact) break;
+      all.push_back(std::move(pb));
+    }
+    // The first DP round of each micro-batch count gives a lower bound of its best
+    // plan. Counts are then refined in ascending order of that bound, and a count whose
+    // bound (which only grows with refinement) reaches the best plan found is dropped:
+    // the result is the same as refining every count to the end.
+    for (PerB& pb : all) round(pb);
+    std::vector<std::size_t> idx(all.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t x, std::size_t y) {
+      return all[x].res.iteration_time < all[y].res.iteration_time;
+    });
+    const PerB* winner = nullptr;
+    for (std::size_t i : idx) {
+      PerB& pb = all[i];
+      while (pb.res.feasible && !pb.exact && !(winner && pb.res.iteration_time >= winner->res.iteration_time)) {
         ++timings_.dp_rounds;
+        round(pb);
       }
-      std::map<CandKey, std::pair<i64, i64>> mesh_of;
-      if (res.feasible) {
-        const int n = int(res.stages.size());
-        for (int j = 0; j < n; ++j) {
-          const auto& sc = res.stages[std::size_t(j)];
-          mesh_of[{sc.first, sc.last, sc.submesh, n - j}] = value(sc.first, sc.last, sc.submesh, n - j).mesh;
-        }
-      }
-      if (!res.feasible || (best.feasible && res.iteration_time >= best.iteration_time)) continue;
-      SearchPlan plan;
-      plan.method = "alpa";
-      plan.micro_batches = B;
-      plan.samples_per_micro_batch = samples;
-      plan.iteration_time = res.iteration_time;
-      plan.feasible = true;
-      plan.pp = i64(res.stages.size());
-      const int n = int(res.stages.size());
-      for (int j = 0; j < n; ++j) {
-        const auto& sc = res.stages[std::size_t(j)];
-        const auto [d0, d1] = mesh_of.at({sc.first, sc.last, sc.submesh, n - j});
-        const auto [a, z] = range(sc.first, sc.last);
-        const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
-        const IntraOpResult& r = stage(g, blocks, B, subs[std::size_t(sc.submesh)], d0, d1, n - j, StrategySpace::full);
-        plan.stages.push_back(make_stage(r, a, z, subs[std::size_t(sc.submesh)], d0, d1, n - j));
-      }
-      best = std::move(plan);
+      if (std::getenv("CLUSTERSIM_SEARCH_TRACE"))
+        std::fprintf(stderr, "micro-batches %lld: %s %.6g s after %zu refinements\n", (long long)pb.B,
+                     !pb.res.feasible ? "infeasible" : pb.exact ? "exact" : "bound", pb.res.iteration_time, pb.refined.size());
+      if (!pb.res.feasible || !pb.exact) continue;
+      if (winner && pb.res.iteration_time >= winner->res.iteration_time) continue;
+      winner = &pb;
+    }
+    if (!winner) return best;
+    const PerB& pb = *winner;
+    best.micro_batches = pb.B;
+    best.samples_per_micro_batch = pb.samples;
+    best.iteration_time = pb.res.iteration_time;
+    best.feasible = true;
+    best.pp = i64(pb.res.stages.size());
+    const int n = int(pb.res.stages.size());
+    for (int j = 0; j < n; ++j) {
+      const auto& sc = pb.res.stages[std::size_t(j)];
+      const auto [d0, d1] = pb.memo.at({sc.first, sc.last, sc.submesh, n - j}).mesh;
+      const auto [a, z] = pb.range(sc.first, sc.last);
+      const std::vector<int> blocks(pb.ord.begin() + a, pb.ord.begin() + z + 1);
+      const Submesh& sm = subs_[std::size_t(sc.submesh)];
+      const IntraOpResult& r = stage(*pb.g, blocks, pb.B, sm, d0, d1, n - j, StrategySpace::full);
+      best.stages.push_back(make_stage(r, a, z, sm, d0, d1, n - j));
     }
     return best;
   }
@@ -389,6 +443,7 @@ class Searcher {
   double budget_ = 0;
   std::map<i64, ModelGraph> graphs_;
   std::map<Key, std::vector<std::pair<int, IntraOpResult>>> cache_;
+  std::vector<Submesh> subs_;
 };
 
 }  // namespace
