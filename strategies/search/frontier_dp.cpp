@@ -286,37 +286,36 @@ struct Pt {
   std::int32_t pick = -1;
 };
 
-struct Layer {
-  std::vector<std::uint32_t> begin, end;  // per state: [begin, end) in pts, ascending memory
-  std::vector<Pt> pts;
+struct Back {  // what backtracking needs of a point of an earlier layer
+  std::uint32_t parent = 0;
+  std::int32_t pick = -1;
 };
 
-// Step 3: the bounded Pareto forward pass. Returns the best fitting solution strictly
-// better than `upper` (empty when none).
-// With beam > 0 it is a heuristic instead: each state keeps its least-memory point and
-// the `beam` points of least cost + lambda memory (an upper bound, never the proof).
-std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vector<const CostToGo*>& bounds, double upper,
-                                               double budget, const FrontierDpLimits& lim, std::size_t beam = 0,
-                                               double lambda = 0) {
-  std::vector<Layer> layers(1);
-  layers[0].begin = {0};
-  layers[0].end = {1};
-  layers[0].pts = {Pt{}};
+// Step 3: the bounded Pareto forward pass. Keeps every partial solution whose cost plus
+// a lower bound of the rest is at most `cut`, so it returns the cheapest fitting
+// solution of cost <= cut whenever one exists (possibly a slightly dearer one: the
+// cut has a little slack against rounding); empty when none survives, nullopt when the
+// stored points exceed the limit. Only back-pointers of earlier layers are kept.
+std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vector<const CostToGo*>& bounds, double cut,
+                                               double budget, const FrontierDpLimits& lim) {
+  std::vector<std::vector<Back>> backs;
+  std::vector<std::uint32_t> begin{0}, end{1};  // per state of the current layer
+  std::vector<Pt> pts{Pt{}};
   std::size_t stored = 1;
-  const double cut = upper * kBound;
+  cut *= kBound;
   std::vector<std::vector<Pt>> buckets;
+  backs.reserve(std::size_t(p.n));
   for (int t = 0; t < p.n; ++t) {
     const Step& st = p.steps[std::size_t(t)];
-    const Layer& old = layers.back();
     buckets.resize(std::max(buckets.size(), st.next_states));
     const double fut = p.future[std::size_t(t) + 1];
     for (std::size_t i = 0; i < st.from.size(); ++i) {
-      const std::uint32_t b0 = old.begin[st.from[i]], b1 = old.end[st.from[i]];
+      const std::uint32_t b0 = begin[st.from[i]], b1 = end[st.from[i]];
       if (b0 == b1) continue;
       const std::uint32_t to = st.to[i];
       auto& out = buckets[to];
       for (std::uint32_t q = b0; q < b1; ++q) {
-        const Pt& pt = old.pts[q];
+        const Pt& pt = pts[q];
         const double m = pt.mem + st.tmem[i];
         if (m + fut > budget) break;  // ascending memory: the rest is larger
         const double c = pt.cost + st.tcost[i];
@@ -326,52 +325,104 @@ std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vec
         if (keep) out.push_back(Pt{c, m, q, st.pick[i]});
       }
     }
-    Layer nl;
-    nl.begin.resize(st.next_states);
-    nl.end.resize(st.next_states);
+    std::vector<Back> back;
+    back.reserve(pts.size());
+    for (const Pt& pt : pts) back.push_back(Back{pt.parent, pt.pick});
+    backs.push_back(std::move(back));
+    std::vector<Pt> next;
+    begin.assign(st.next_states, 0);
+    end.assign(st.next_states, 0);
     for (std::size_t code = 0; code < st.next_states; ++code) {
       auto& v = buckets[code];
-      nl.begin[code] = std::uint32_t(nl.pts.size());
+      begin[code] = std::uint32_t(next.size());
       std::stable_sort(v.begin(), v.end(), [](const Pt& x, const Pt& y) { return x.mem != y.mem ? x.mem < y.mem : x.cost < y.cost; });
       double best = INFINITY;
       for (const Pt& pt : v)
         if (pt.cost < best) {
           best = pt.cost;
-          nl.pts.push_back(pt);
+          next.push_back(pt);
         }
-      if (beam > 0 && nl.pts.size() - nl.begin[code] > beam + 1) {
-        // Keep the first (least memory) and the beam best by cost + lambda memory, in order.
-        const auto first = nl.pts.begin() + nl.begin[code];
-        std::vector<std::pair<double, std::size_t>> score;
-        for (auto it = first + 1; it != nl.pts.end(); ++it) score.emplace_back(it->cost + lambda * it->mem, std::size_t(it - first));
-        std::stable_sort(score.begin(), score.end());
-        std::vector<char> keep(std::size_t(nl.pts.end() - first), 0);
-        keep[0] = 1;
-        for (std::size_t k = 0; k < beam; ++k) keep[score[k].second] = 1;
-        std::size_t w = 0;
-        for (std::size_t k = 0; k < keep.size(); ++k)
-          if (keep[k]) first[std::ptrdiff_t(w++)] = first[std::ptrdiff_t(k)];
-        nl.pts.resize(nl.begin[code] + w);
-      }
-      nl.end[code] = std::uint32_t(nl.pts.size());
+      end[code] = std::uint32_t(next.size());
       v.clear();
     }
-    stored += nl.pts.size();
+    pts = std::move(next);
+    stored += pts.size();
+    if (std::getenv("CLUSTERSIM_DP_TRACE") && t % 20 == 0) std::fprintf(stderr, "pareto node %d: %zu points, %zu stored\n", t, pts.size(), stored);
     if (stored > lim.max_points) return std::nullopt;
-    layers.push_back(std::move(nl));
   }
-  const Layer& last = layers.back();
-  if (last.pts.empty()) return std::vector<StrategyIdx>{};  // nothing better than `upper`
-  std::vector<StrategyIdx> choice(std::size_t(p.n));
+  if (pts.empty()) return std::vector<StrategyIdx>{};
   // One state; ascending memory and descending cost: the last point is the cheapest.
-  std::size_t idx = last.pts.size() - 1;
-  for (int t = p.n; t-- > 0;) {
-    const Pt& pt = layers[std::size_t(t) + 1].pts[idx];
-    if (p.steps[std::size_t(t)].leader) choice[std::size_t(t)] = StrategyIdx{pt.pick};
-    idx = pt.parent;
+  std::vector<StrategyIdx> choice(std::size_t(p.n));
+  const Pt& final_pt = pts.back();
+  if (p.steps[std::size_t(p.n - 1)].leader) choice[std::size_t(p.n - 1)] = StrategyIdx{final_pt.pick};
+  std::size_t idx = final_pt.parent;
+  for (int t = p.n - 1; t-- > 0;) {  // backs[t + 1] holds the points after step t
+    const Back& b = backs[std::size_t(t) + 1][idx];
+    if (p.steps[std::size_t(t)].leader) choice[std::size_t(t)] = StrategyIdx{b.pick};
+    idx = b.parent;
   }
   for (int v = 0; v < p.n; ++v) choice[std::size_t(v)] = choice[std::size_t(p.lead[std::size_t(v)])];
   return choice;
+}
+
+// Sweeps the cut c from 0 to n over the solutions "leaders before c take a's strategy,
+// the others b's", updating cost and memory by the terms that change at each cut, and
+// keeps any fitting one cheaper than `upper` (re-evaluated exactly) as the incumbent.
+void mix(const IlpRequest& r, const Prepared& p, const std::vector<StrategyIdx>& a, const std::vector<StrategyIdx>& b,
+         double& upper, std::vector<StrategyIdx>& incumbent) {
+  const int n = p.n;
+  std::vector<char> live(static_cast<std::size_t>(n), 0);
+  if (!r.liveness.empty())
+    for (NodeIdx v : r.liveness.front()) live[std::size_t(v.value)] = 1;
+  // Terms are kept as (finite sum, count of infinite terms).
+  double cost = 0, mem = 0;
+  int inf = 0;
+  auto add = [&](double c, double sign) {
+    if (std::isinf(c)) inf += int(sign);
+    else cost += sign * c;
+  };
+  std::vector<std::vector<std::pair<int, int>>> events(std::size_t(n) + 1);  // at cut: (kind, index)
+  auto pick = [&](int v, bool from_a) { return std::size_t((from_a ? a : b)[std::size_t(v)].value); };
+  for (int v = 0; v < n; ++v) {
+    const auto& node = r.nodes[std::size_t(v)];
+    add(node.cost[pick(v, false)], 1);
+    if (live[std::size_t(v)]) mem += node.memory[pick(v, false)];
+    events[std::size_t(p.lead[std::size_t(v)]) + 1].push_back({0, v});
+  }
+  auto edge_cost = [&](const IlpEdge& e, bool src_a, bool dst_a) {
+    const std::size_t kw = r.nodes[std::size_t(e.dst.value)].cost.size();
+    return e.cost[pick(e.src.value, src_a) * kw + pick(e.dst.value, dst_a)];
+  };
+  for (std::size_t ei = 0; ei < r.edges.size(); ++ei) {
+    const IlpEdge& e = r.edges[ei];
+    add(edge_cost(e, false, false), 1);
+    const int ls = p.lead[std::size_t(e.src.value)], ld = p.lead[std::size_t(e.dst.value)];
+    events[std::size_t(std::min(ls, ld)) + 1].push_back({1, int(ei)});
+    if (ls != ld) events[std::size_t(std::max(ls, ld)) + 1].push_back({1, int(ei)});
+  }
+  auto edge_now = [&](const IlpEdge& e, int c) {
+    return edge_cost(e, p.lead[std::size_t(e.src.value)] < c, p.lead[std::size_t(e.dst.value)] < c);
+  };
+  for (int c = 1; c <= n; ++c) {
+    for (auto [kind, i] : events[std::size_t(c)]) {
+      if (kind == 0) {
+        const auto& node = r.nodes[std::size_t(i)];
+        add(node.cost[pick(i, false)], -1);
+        add(node.cost[pick(i, true)], 1);
+        if (live[std::size_t(i)]) mem += node.memory[pick(i, true)] - node.memory[pick(i, false)];
+      } else {
+        const IlpEdge& e = r.edges[std::size_t(i)];
+        add(edge_now(e, c - 1), -1);
+        add(edge_now(e, c), 1);
+      }
+    }
+    if (inf > 0 || cost >= upper * (1 - 1e-12) || mem > p.budget * (1 + 1e-9)) continue;
+    std::vector<StrategyIdx> x(static_cast<std::size_t>(n));
+    for (int v = 0; v < n; ++v) x[std::size_t(v)] = StrategyIdx{int(pick(p.lead[std::size_t(v)], p.lead[std::size_t(v)] < c))};
+    double peak = 0;
+    const double exact = evaluate_choice(r, x, &peak);
+    if (std::isfinite(exact) && peak <= p.budget && exact < upper) upper = exact, incumbent = std::move(x);
+  }
 }
 
 double memory_of(const IlpRequest& r, const std::vector<StrategyIdx>& x) {
@@ -424,7 +475,8 @@ std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDp
   double lower = free.start;  // L(0)
   CostToGo best_bound = free;
   double upper = INFINITY;
-  std::vector<StrategyIdx> incumbent, x_lo = x0, x_hi;
+  std::vector<StrategyIdx> incumbent;
+  std::vector<std::vector<StrategyIdx>> seen{x0};  // distinct Lagrangian solutions
   auto probe = [&](double lambda) -> bool {  // true when x_lambda fits
     CostToGo g = backward(p, lambda);
     const double L = g.start - lambda * M;
@@ -433,10 +485,8 @@ std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDp
     if (fits) {
       const double c = evaluate_choice(r, x);
       if (c < upper) upper = c, incumbent = x;
-      x_hi = std::move(x);
-    } else if (!x.empty()) {
-      x_lo = std::move(x);
     }
+    if (!x.empty() && std::find(seen.begin(), seen.end(), x) == seen.end()) seen.push_back(std::move(x));
     if (L > lower) lower = L, best_bound = std::move(g);
     return fits;
   };
@@ -453,34 +503,28 @@ std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDp
   if (std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "lagrangian gap: lower %.9g upper %.9g\n", lower, upper);
 
   // A tighter incumbent first. The Lagrangian solutions switch identical layers all at
-  // once (x_lo overflows, x_hi fits), while the optimum often mixes them: try x_hi on the
-  // nodes before a cut and x_lo after it (and the other way round), for every cut.
-  if (!x_hi.empty()) {
-    for (int order = 0; order < 2; ++order) {
-      const auto& a = order == 0 ? x_hi : x_lo;
-      const auto& b = order == 0 ? x_lo : x_hi;
-      std::vector<StrategyIdx> x = b;
-      for (int cut_at = 0; cut_at <= p.n; ++cut_at) {
-        if (cut_at > 0) {
-          // Leaders before the cut take a; followers take their leader's.
-          const int v = cut_at - 1;
-          if (p.lead[std::size_t(v)] == v) x[std::size_t(v)] = a[std::size_t(v)];
-        }
-        std::vector<StrategyIdx> y = x;
-        for (int v = 0; v < p.n; ++v) y[std::size_t(v)] = y[std::size_t(p.lead[std::size_t(v)])];
-        double peak = 0;
-        const double c = evaluate_choice(r, y, &peak);
-        if (std::isfinite(c) && peak <= p.budget && c < upper) upper = c, incumbent = std::move(y);
-      }
-    }
-  }
+  // once, while the optimum often mixes them: for every ordered pair (a, b) of them and
+  // every cut, leaders before the cut take a's strategy and the rest b's.
+  for (std::size_t ia = 0; ia < seen.size(); ++ia)
+    for (std::size_t ib = 0; ib < seen.size(); ++ib)
+      if (ia != ib) mix(r, p, seen[ia], seen[ib], upper, incumbent);
   if (std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "after mixing: upper %.9g\n", upper);
   if (upper - lower <= std::abs(upper) * 1e-9) return done(std::move(incumbent));
-  const auto better = pareto(p, {&free, &best_bound}, upper, p.budget, limits);
-  if (!better) return std::nullopt;
-  const bool found = !better->empty() && std::isfinite(evaluate_choice(r, *better)) && memory_of(r, *better) <= p.budget &&
-                     evaluate_choice(r, *better) < upper;
-  return done(found ? *better : std::move(incumbent));
+  // The exact pass, first with optimistic cuts between the lower and the upper bound:
+  // fewer partial solutions survive a lower cut, and a solution found at or below the
+  // cut is optimal (every solution that cheap survives). Otherwise raise the cut.
+  for (double f : {0.125, 0.5, 1.0}) {
+    const double cut = f < 1 ? lower + f * (upper - lower) : upper;
+    const auto better = pareto(p, {&free, &best_bound}, cut, p.budget, limits);
+    if (!better) return std::nullopt;
+    if (better->empty()) continue;
+    double peak = 0;
+    const double c = evaluate_choice(r, *better, &peak);
+    if (!std::isfinite(c) || peak > p.budget) continue;
+    if (c < upper) upper = c, incumbent = *better;
+    if (c <= cut) break;
+  }
+  return done(std::move(incumbent));
 }
 
 }  // namespace clustersim::search
