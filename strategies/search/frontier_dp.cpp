@@ -113,7 +113,8 @@ std::optional<Prepared> prepare(const IlpRequest& r, const FrontierDpLimits& lim
   }
   std::vector<char> live(std::size_t(p.n), 0);
   if (!r.liveness.empty())
-    for (NodeIdx v : r.liveness.front()) live[std::size_t(v.value)] = 1;
+    for (NodeIdx v : r.liveness.front())
+      if (live[std::size_t(v.value)]++) return std::nullopt;  // listed twice: counted twice by the ILP; left to CBC
   p.budgeted = std::isfinite(r.memory_budget) && !r.liveness.empty();
   std::vector<const std::vector<double>*> mem(std::size_t(p.n), nullptr);
   p.future.assign(std::size_t(p.n) + 1, 0.0);
@@ -471,7 +472,7 @@ std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDp
   }
 
   // Lagrangian bounds. lambda_lo: its solution overflows; lambda_hi: its solution fits.
-  const double M = r.memory_budget;
+  const double M = p.budget;
   double lower = free.start;  // L(0)
   CostToGo best_bound = free;
   double upper = INFINITY;

@@ -693,9 +693,17 @@ TEST_CASE("frontier dp: requests outside its reach fall back to CBC", "[ilp][dp]
     FrontierDpLimits tight;
     tight.max_states = 16;
     CHECK_FALSE(solve_frontier_dp(r, tight).has_value());
+    // The point limit bounds the stored transitions and Pareto points of a
+    // memory-constrained solve (a memory-free one keeps one value per state): with 4, 3,
+    // 2, 1 GB per strategy and 10 GB for the four nodes, the cheapest (16 GB) overflows.
+    IlpRequest m = r;
+    for (auto& n : m.nodes) n.memory = {4e9, 3e9, 2e9, 1e9};
+    m.liveness = {{NodeIdx{0}, NodeIdx{1}, NodeIdx{2}, NodeIdx{3}}};
+    m.memory_budget = 10e9;
     tight = {};
     tight.max_points = 8;
-    CHECK_FALSE(solve_frontier_dp(r, tight).has_value());
+    CHECK_FALSE(solve_frontier_dp(m, tight).has_value());
+    CHECK(solve_frontier_dp(m).has_value());
     const IlpResult res = solve_frontier_dp(r).value();
     CHECK(res.objective == Approx(4.0).epsilon(1e-12));
   }
@@ -788,9 +796,9 @@ TEST_CASE("frontier dp: solving the same request twice gives the same choice", "
   CHECK(gaps >= 5);  // the Pareto pass and the mixing heuristic are covered too
 }
 
-TEST_CASE("frontier dp: a node listed twice in the liveness step counts twice", "[ilp][dp][!mayfail]") {
+TEST_CASE("frontier dp: a node listed twice in the liveness step counts twice", "[ilp][dp]") {
   // evaluate_choice and CBC add a node's memory once per occurrence in a liveness step;
-  // the DP marks the node live once. One node, strategies costing 4, 1 and 3 s with 1, 4
+  // the DP leaves such requests to CBC (IlpSolver::dp rejects them). One node, strategies costing 4, 1 and 3 s with 1, 4
   // and 2 GB, listed twice (2, 8 and 4 GB) under 6.5 GB: strategy 2 (3 s, 4 GB) is the
   // optimum, and CBC finds it. (The intra-op pass lists each node once, so it is not
   // affected.) Rejecting such requests in validate() would do as well as counting twice.
