@@ -389,8 +389,10 @@ ModelGraph wresnet_graph(const ModelSpec& m, i64 micro_batch, double e) {
       const i64 cin = first ? in_channels : out;
       Block b;
       b.name = "bottleneck-s" + std::to_string(s) + (first ? "-first" : "");
-      conv_bn_relu(b.ops, "conv1x1a", {B, size, size, cin, width, 1, 1}, e, true);
-      conv_bn_relu(b.ops, "conv3x3", {B, size, size, width, width, 3, stride}, e, true);
+      // torchvision widens the 1x1 reduction and the 3x3; Alpa's model only the 3x3's output.
+      const i64 reduced = m.bottleneck == BottleneckStyle::alpa ? planes : width;
+      conv_bn_relu(b.ops, "conv1x1a", {B, size, size, cin, reduced, 1, 1}, e, true);
+      conv_bn_relu(b.ops, "conv3x3", {B, size, size, reduced, width, 3, stride}, e, true);
       const i64 so = (size + stride - 1) / stride;
       conv_bn_relu(b.ops, "conv1x1b", {B, so, so, width, out, 1, 1}, e, false);
       if (first && (stride != 1 || cin != out)) conv_bn_relu(b.ops, "downsample", {B, size, size, cin, out, 1, stride}, e, false);

@@ -23,6 +23,8 @@ constexpr NameTable<ModelFamily, 4> family_names{{{ModelFamily::gpt, "gpt"},
                                                   {ModelFamily::wresnet, "wresnet"}}};
 constexpr NameTable<AttentionImpl, 2> attention_names{
     {{AttentionImpl::standard, "standard"}, {AttentionImpl::flash, "flash"}}};
+constexpr NameTable<BottleneckStyle, 2> bottleneck_names{
+    {{BottleneckStyle::torchvision, "torchvision"}, {BottleneckStyle::alpa, "alpa"}}};
 constexpr NameTable<Precision, 5> precision_names{{{Precision::fp32, "fp32"},
                                                    {Precision::amp_bf16, "amp-bf16"},
                                                    {Precision::amp_fp16, "amp-fp16"},
@@ -87,7 +89,7 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   ObjectReader r(j, "/model", diag,
                  {"family", "hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
                   "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor", "depth",
-                  "channels", "width", "image_size", "classes"});
+                  "channels", "width", "image_size", "classes", "bottleneck"});
   if (!r.valid()) return;
   const auto family = read_enum(r, "family", family_names, true);
   if (!family) return;
@@ -96,19 +98,20 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   if (m.family == ModelFamily::wresnet) {
     for (auto key : {"hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
                      "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor"})
-      if (r.has(key)) diag.error(r.path(key), "not a key of the wresnet family (it uses depth, channels, width, image_size, classes)");
+      if (r.has(key)) diag.error(r.path(key), "not a key of the wresnet family (it uses depth, channels, width, image_size, classes, bottleneck)");
     assign(m.depth, r.integer("depth", 1, 1000));
     assign(m.channels, r.integer("channels", 1, 1 << 16));
     assign(m.width, r.integer("width", 1, 1024));
     m.image_size = r.integer("image_size", 32, 65536, false).value_or(224);
     m.classes = r.integer("classes", 1, kMaxDim, false).value_or(1000);
+    m.bottleneck = read_enum(r, "bottleneck", bottleneck_names, false).value_or(BottleneckStyle::torchvision);
     // Bottleneck ResNets: depth = 3 * blocks + 2 for the standard stage layouts.
     if (m.depth && m.depth != 50 && m.depth != 101 && m.depth != 152 && m.depth != 26)
       diag.error(r.path("depth"), fmt::format("expected a bottleneck ResNet depth (26, 50, 101 or 152), got {}", m.depth));
     return;
   }
 
-  for (auto key : {"depth", "channels", "width", "image_size", "classes"})
+  for (auto key : {"depth", "channels", "width", "image_size", "classes", "bottleneck"})
     if (r.has(key)) diag.error(r.path(key), fmt::format("not a key of the {} family (it belongs to wresnet)", name_of(family_names, m.family)));
   assign(m.hidden, r.integer("hidden", 1, 1 << 20));
   assign(m.layers, r.integer("layers", 1, 100000));
@@ -353,6 +356,8 @@ nlohmann::json to_json(const Scenario& s) {
   if (m.family == ModelFamily::wresnet) {
     model.update({{"depth", m.depth}, {"channels", m.channels}, {"width", m.width}, {"image_size", m.image_size},
                   {"classes", m.classes}});
+    // Only when not the default, so that earlier scenarios keep their hashes.
+    if (m.bottleneck != BottleneckStyle::torchvision) model["bottleneck"] = enum_name(bottleneck_names, m.bottleneck);
   } else {
     model.update({{"hidden", m.hidden}, {"layers", m.layers}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
                   {"seq_len", m.seq_len}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden},

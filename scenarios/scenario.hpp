@@ -17,6 +17,10 @@ namespace clustersim {
 
 enum class ModelFamily { gpt, llama, moe, wresnet };
 enum class AttentionImpl { standard, flash };
+// Which convolutions of a Wide-ResNet bottleneck the width factor widens: torchvision's
+// wide_resnet (the 1x1 reduction and the 3x3) or Alpa's benchmark model (only the 3x3's
+// output; alpa/model/wide_resnet.py), whose suite sizes (250M ... 13B) assume it.
+enum class BottleneckStyle { torchvision, alpa };
 enum class Precision { fp32, amp_bf16, amp_fp16, mixed_bf16, mixed_fp16 };
 enum class OptimizerKind { adam, sgd };
 enum class Recompute { none, selective, full };
@@ -45,6 +49,7 @@ struct ModelSpec {
   double capacity_factor = 1.0;
   // Wide-ResNet: bottleneck ResNet of `depth` layers, base channels, width factor.
   std::int64_t depth = 0, channels = 0, width = 0, image_size = 0, classes = 0;
+  BottleneckStyle bottleneck = BottleneckStyle::torchvision;
 
   std::int64_t head_dim() const { return heads ? hidden / heads : 0; }
 };

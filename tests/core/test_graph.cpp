@@ -65,6 +65,40 @@ TEST_CASE("ResNet parameters match torchvision", "[graph]") {
   CHECK(parameter_count(wresnet(101, 64, 2)) == 126886696.0); // wide_resnet101_2
 }
 
+TEST_CASE("Wide-ResNet parameters of Alpa's benchmark model match its suite sizes", "[graph]") {
+  // alpa/model/wide_resnet.py: stem conv 7x7x3xC + BN; per bottleneck with f = C 2^i
+  // filters and input c: 1x1 c->f, 3x3 f->fW, 1x1 fW->4f, each with BN (2 per channel),
+  // plus a 1x1 c->4f projection with BN when c != 4f; head 4f->1000 with bias.
+  auto closed_form = [](int depth, double C, double W) {
+    const std::vector<int> stages = depth == 50 ? std::vector<int>{3, 4, 6, 3} : std::vector<int>{3, 4, 23, 3};
+    double p = 49 * 3 * C + 2 * C, c = C;
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      const double f = C * double(1 << i);
+      for (int j = 0; j < stages[i]; ++j) {
+        p += c * f + 2 * f + 9 * f * f * W + 2 * f * W + f * W * 4 * f + 8 * f;
+        if (c != 4 * f) p += c * 4 * f + 8 * f;
+        c = 4 * f;
+      }
+    }
+    return p + c * 1000 + 1000;
+  };
+  struct Case {
+    int depth;
+    std::int64_t C, W;
+    double published_b;  // Alpa (OSDI'22) Table 4 label, billions
+  };
+  for (const Case& k : {Case{50, 160, 2, 0.25}, Case{50, 320, 2, 1}, Case{50, 448, 2, 2}, Case{50, 640, 2, 4},
+                        Case{50, 320, 16, 6.8}, Case{101, 320, 16, 13}}) {
+    ModelSpec m = wresnet(k.depth, k.C, k.W);
+    m.bottleneck = BottleneckStyle::alpa;
+    const double p = parameter_count(m);
+    INFO("WRN-" << k.depth << " C" << k.C << " W" << k.W << ": closed form " << closed_form(k.depth, double(k.C), double(k.W)) / 1e9
+                << " B, graph " << p / 1e9 << " B, Alpa's label " << k.published_b << " B");
+    CHECK(p == Approx(closed_form(k.depth, double(k.C), double(k.W))).epsilon(1e-12));
+    CHECK(p / 1e9 == Approx(k.published_b).epsilon(0.03));  // the labels are rounded
+  }
+}
+
 TEST_CASE("MoE parameters: experts replace every other MLP", "[graph]") {
   ModelSpec m = gpt(768, 8, 16, 1024, 32000);
   m.family = ModelFamily::moe;
