@@ -48,8 +48,9 @@ int main(int argc, char** argv) {
     else
       std::printf("alpa plan           none fits\n");
     if (r.manual.feasible)
-      std::printf("manual plan         %.4f s/iteration (dp %lld tp %lld pp %lld); speed-up %.3fx\n", r.manual.iteration_time,
-                  (long long)r.manual.dp, (long long)r.manual.tp, (long long)r.manual.pp, r.speedup());
+      std::printf("manual plan         %.4f s/iteration (dp %lld tp %lld pp %lld, %s, ZeRO %d); speed-up %.3fx\n",
+                  r.manual.iteration_time, (long long)r.manual.dp, (long long)r.manual.tp, (long long)r.manual.pp,
+                  r.manual.schedule.c_str(), r.manual.zero, r.speedup());
     return 0;
   } catch (const InputError& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -1,5 +1,6 @@
 // clustersim search FILE: the Alpa-style plan search (intra-op ILP with CBC, inter-op
-// DP, layer clustering) and the manual dp x tp x pp baseline under the same cost model;
+// DP, layer clustering) and the manual dp x tp x pp x schedule x ZeRO baseline under the
+// same cost model;
 // prints both, the speed-up, the time of each phase, and writes the plan file that
 // `clustersim run --plan` evaluates.
 #include <algorithm>
@@ -42,6 +43,12 @@ std::string describe_blocks(const search::PlanStage& st, const std::vector<std::
     b = e + 1;
   }
   return out;
+}
+
+// "dp 2 x tp 4 x pp 2, 1F1B, ZeRO-2" (manual plans' knobs).
+std::string manual_knobs(const search::SearchPlan& p) {
+  return fmt::format("dp {} x tp {} x pp {}, {}, {}", p.dp, p.tp, p.pp, p.schedule == "gpipe" ? "GPipe" : "1F1B",
+                     p.zero > 0 ? fmt::format("ZeRO-{}", p.zero) : std::string("no ZeRO"));
 }
 
 void print_plan(std::ostream& os, const search::SearchPlan& p, const std::vector<std::string>& names) {
@@ -111,8 +118,7 @@ int run_search_command(const SearchCliOptions& o) {
   print_plan(std::cout, rep.alpa, rep.block_names);
   if (!o.no_manual) {
     if (rep.manual.feasible) {
-      std::cout << fmt::format("Best manual plan (dp {} x tp {} x pp {}, 1F1B, Megatron shardings, same cost model):\n",
-                               rep.manual.dp, rep.manual.tp, rep.manual.pp);
+      std::cout << fmt::format("Best manual plan ({}, Megatron shardings, same cost model):\n", manual_knobs(rep.manual));
       print_plan(std::cout, rep.manual, rep.block_names);
       std::cout << fmt::format("Speed-up of the Alpa-style plan over the best manual plan: {:.3f}x\n", rep.speedup());
     } else {
@@ -164,7 +170,8 @@ int run_plan_file(const Scenario& s, const std::string& plan_file, bool json) {
     std::cout << j.dump(2) << '\n';
     return 0;
   }
-  std::cout << fmt::format("{} with plan {} ({}):\n", s.name, plan_file, p.method);
+  std::cout << fmt::format("{} with plan {} ({}):\n", s.name, plan_file,
+                           p.method == "manual" ? "manual: " + manual_knobs(p) : p.method);
   print_plan(std::cout, p, names);
   if (!p.feasible) std::cout << "warning: a stage needs more memory than the GPU has\n";
   return 0;
@@ -190,7 +197,8 @@ int run_searched_plan(const Scenario& s, bool json) {
     std::cout << j.dump(2) << '\n';
     return 0;
   }
-  std::cout << fmt::format("{} with the {} plan search:\n", s.name, s.plan.search);
+  std::cout << fmt::format("{} with the {} plan search{}:\n", s.name, s.plan.search,
+                           s.plan.search == "manual" ? " (" + manual_knobs(p) + ")" : std::string());
   print_plan(std::cout, p, rep.block_names);
   return 0;
 }

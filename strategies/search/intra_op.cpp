@@ -7,14 +7,18 @@
 // axis to rows, n, k or nothing: k on an axis leaves partial sums and costs an
 // all-reduce of C on that axis (Alpa's "SR = SS x SR"); n on an axis costs an all-reduce
 // of dA in backward; rows on an axis replicates the weight there, whose gradient is
-// all-reduced once per iteration (data parallelism). Memory-bound ops follow their
-// producer (Alpa's follow nodes); residual adds also get an edge from their skip input.
+// all-reduced once per iteration (data parallelism), or, in the weight-update-sharded
+// variants (ZeRO-1/2/3), reduce-scattered, with the updated weights all-gathered (every
+// iteration for ZeRO-1/2, every micro-batch before forward and backward for ZeRO-3).
+// Memory-bound ops follow their producer (Alpa's follow nodes) and take its ZeRO level;
+// residual adds also get an edge from their skip input.
 //
 // Simplifications (documented in strategies/search/README.md): collectives on both axes
 // are costed as one per axis in sequence; resharding is the all-gathers / all-to-alls
 // per axis that turn one spec into the other, forward plus the gradient backward; the
 // peak memory step holds every op's weights and `inflight` micro-batches of its saved
-// activations (end of the forward of 1F1B's first micro-batches).
+// activations (end of the forward of 1F1B's first micro-batches); ZeRO-3's transient
+// buffer of gathered weights is not counted (nor are other transient buffers).
 #include "strategies/search/intra_op.hpp"
 
 #include <algorithm>
@@ -68,6 +72,7 @@ struct Strategy {
   std::array<Dim, 2> assign{Dim::none, Dim::none};  // for matmuls / embeddings: rows, cols (= n), contract (= k / vocab)
   double cost = 0;
   double weight_mem = 0, act_mem = 0;
+  int zero = 0;  // weight-update sharding over the data axes (ZeRO level), 0: plain
   std::string name, kind;
 };
 
@@ -147,7 +152,9 @@ std::string kind_of(const LogicalMesh& m, const std::array<Dim, 2>& on, bool mat
 
 class Builder {
  public:
-  explicit Builder(const IntraOpProblem& p) : p_(p), c_(*p.cluster), m_(p.mesh), km_(p.cluster->gpu) {}
+  explicit Builder(const IntraOpProblem& p) : p_(p), c_(*p.cluster), m_(p.mesh), km_(p.cluster->gpu) {
+    if (p.zero < 0 || p.zero > 3) throw InputError("<search>", "/zero", fmt::format("expected a ZeRO level 0-3, got {}", p.zero));
+  }
 
   void lower() {
     const auto& g = *p_.graph;
@@ -289,19 +296,92 @@ class Builder {
   // Ways to split `n` into `s` parts evenly.
   static bool divides(i64 q, i64 s) { return s <= 1 || (q > 0 && q % s == 0); }
 
-  double param_bytes() const {
-    const auto& r = p_.rules;
-    return r.weight_bytes + r.grad_bytes + r.master_bytes + r.optimizer_state_bytes + r.autocast_copy_bytes;
+  // The data axes of a strategy: mesh axes (size > 1) where `on` splits rows while the
+  // weight stays whole there (data parallelism). Expert-split ops pass {none, none}.
+  i64 data_ways(const std::array<Dim, 2>& on) const { return shards(m_, on, Dim::rows); }
+
+  // ZeRO levels to offer for a strategy whose weight update could be sharded over
+  // `data_ways` devices. The full space offers 0, 2 and 3: ZeRO-1 has ZeRO-2's time
+  // (the same reduce-scatter, all-gather and optimizer step) with more memory in this
+  // model, so it is dominated and left out. The Megatron space takes exactly the
+  // problem's level (the manual baseline's ZeRO knob).
+  std::vector<int> zero_levels(double params, i64 data_ways) const {
+    if (params <= 0 || data_ways <= 1) return {0};
+    if (p_.space == StrategySpace::megatron) return {p_.zero};
+    return {0, 2, 3};
   }
 
-  // Gradient sync (once per iteration, amortised per micro-batch) and optimizer step of
-  // `params` parameters held by one device, replicated over the axes where `on` is rows.
-  Seconds weight_update(double params, const std::array<Dim, 2>& on) const {
+  // Bytes per device of `params` parameters (held by one device before ZeRO) whose
+  // update is sharded `zero`-style over `data_ways` devices: ZeRO-1 divides master
+  // weights and optimizer states, ZeRO-2 also gradients, ZeRO-3 also the weights
+  // (strategies/estimator.cpp's memory model). The autocast copy is made per device.
+  double weight_memory(double params, i64 data_ways, int zero) const {
+    const auto& r = p_.rules;
+    const double d = zero > 0 ? double(std::max<i64>(1, data_ways)) : 1.0;
+    return params * (r.weight_bytes / (zero >= 3 ? d : 1.0) + r.grad_bytes / (zero >= 2 ? d : 1.0) +
+                     (r.master_bytes + r.optimizer_state_bytes) / (zero >= 1 ? d : 1.0) + r.autocast_copy_bytes);
+  }
+
+  // A reduce-scatter (or, reversed, an all-gather) of `bytes` (the whole buffer) over
+  // the data axes of `on`, one axis after the other: axis 1 (inside a host) on the whole
+  // buffer, then axis 0 on the 1/d1 that is left; the all-gather runs the other way.
+  Seconds over_data_axes(Collective kind, double bytes, const std::array<Dim, 2>& on) const {
+    Seconds t = 0;
+    if (kind == Collective::reduce_scatter) {
+      for (int a : {1, 0})
+        if (on[std::size_t(a)] == Dim::rows && m_.axes[std::size_t(a)].size > 1) {
+          t += coll(c_, m_, a, kind, bytes);
+          bytes /= double(m_.axes[std::size_t(a)].size);
+        }
+    } else {
+      bytes /= double(data_ways(on));
+      for (int a : {0, 1})
+        if (on[std::size_t(a)] == Dim::rows && m_.axes[std::size_t(a)].size > 1) {
+          bytes *= double(m_.axes[std::size_t(a)].size);
+          t += coll(c_, m_, a, kind, bytes);
+        }
+    }
+    return t;
+  }
+
+  // Seconds per micro-batch of the weight update of `params` parameters held by one
+  // device, replicated over the axes where `on` is rows. Per iteration (amortised over
+  // the micro-batches): plain, the gradient all-reduce on each data axis and the
+  // optimizer step over every parameter; ZeRO-1/2, a reduce-scatter of the gradients
+  // and an all-gather of the updated weights over the data axes and the step over
+  // params / d; ZeRO-3, the reduce-scatter and the step only. ZeRO-3 gathers the
+  // weights before forward and again before backward of every micro-batch, prefetched
+  // behind the op's compute as the estimator does: max(0, gather - forward) +
+  // max(0, gather - backward).
+  Seconds weight_update(double params, const std::array<Dim, 2>& on, int zero = 0, Seconds forward = 0,
+                        Seconds backward = 0) const {
     if (params <= 0) return 0;
-    Seconds t = km_.memory(params * p_.rules.optimizer_step_bytes(), 1);
+    const auto& r = p_.rules;
+    const i64 d = data_ways(on);
+    if (zero == 0 || d <= 1) {
+      Seconds t = km_.memory(params * r.optimizer_step_bytes(), 1);
+      for (int a = 0; a < 2; ++a)
+        if (on[std::size_t(a)] == Dim::rows) t += coll(c_, m_, a, Collective::all_reduce, params * r.grad_comm_bytes);
+      return t / double(p_.micro_batches);
+    }
+    Seconds per_iteration = km_.memory(params / double(d) * r.optimizer_step_bytes(), 1) +
+                            over_data_axes(Collective::reduce_scatter, params * r.grad_comm_bytes, on);
+    Seconds per_micro_batch = 0;
+    const Seconds gather = over_data_axes(Collective::all_gather, params * r.weight_bytes, on);
+    if (zero < 3) per_iteration += gather;
+    else per_micro_batch = std::max(0.0, gather - forward) + std::max(0.0, gather - backward);
+    return per_iteration / double(p_.micro_batches) + per_micro_batch;
+  }
+
+  // Names a ZeRO variant: " [zero-2 @ 0]" (the data axes after the @), kind "...+zero-2".
+  void mark_zero(Strategy& s, const std::array<Dim, 2>& on, int zero) const {
+    s.zero = zero;
+    if (zero == 0) return;
+    std::string axes;
     for (int a = 0; a < 2; ++a)
-      if (on[std::size_t(a)] == Dim::rows) t += coll(c_, m_, a, Collective::all_reduce, params * p_.rules.grad_comm_bytes);
-    return t / double(p_.micro_batches);
+      if (on[std::size_t(a)] == Dim::rows && m_.axes[std::size_t(a)].size > 1) axes += char('0' + a);
+    s.name += fmt::format(" [zero-{} @ {}]", zero, axes);
+    if (s.kind != "follow") s.kind += fmt::format("+zero-{}", zero);
   }
 
   bool megatron_allows(const Op& op, const std::array<Dim, 2>& on, bool matmul) const {
@@ -338,7 +418,8 @@ class Builder {
         s.in.on[std::size_t(a)] = on[std::size_t(a)] == Dim::rows ? Dim::rows : (on[std::size_t(a)] == Dim::contract ? Dim::cols : Dim::none);
       }
       const DType dt = p_.rules.compute;
-      s.cost = km_.gemm(b, m, nn, kk, dt) + km_.gemm(b, m, kk, nn, dt) + km_.gemm(b, kk, nn, m, dt);
+      const Seconds forward = km_.gemm(b, m, nn, kk, dt), backward = km_.gemm(b, m, kk, nn, dt) + km_.gemm(b, kk, nn, m, dt);
+      s.cost = forward + backward;
       std::string comm;
       const double out_bytes = double(b) * m * nn * e, in_bytes = double(b) * m * kk * e;
       for (int a = 0; a < 2; ++a) {
@@ -350,17 +431,21 @@ class Builder {
       }
       const double wshard = double(ns * ks * (expert_split ? rs : 1));
       const double params = op.params / wshard;
-      std::array<Dim, 2> sync = on;
+      std::array<Dim, 2> sync = on;  // the data axes: the weight is replicated where rows split
       if (expert_split) sync = {Dim::none, Dim::none};
-      s.cost += weight_update(params, sync);
-      s.weight_mem = params * param_bytes();
       s.act_mem = (op.saved_bytes + n.saved_input) / double(rs * ks);
       Spec wspec;  // B[k, n] as rows = k, cols = n
       for (int a = 0; a < 2; ++a)
         wspec.on[std::size_t(a)] = on[std::size_t(a)] == Dim::contract ? Dim::rows : (on[std::size_t(a)] == Dim::cols ? Dim::cols : Dim::none);
       s.name = spec_name(s.out) + " = " + spec_name(s.in) + " x " + spec_name(wspec) + comm;
       s.kind = kind_of(m_, on, true);
-      out.push_back(std::move(s));
+      for (int z : zero_levels(params, data_ways(sync))) {
+        Strategy v = s;
+        v.cost += weight_update(params, sync, z, forward, backward);
+        v.weight_mem = weight_memory(params, data_ways(sync), z);
+        mark_zero(v, sync, z);
+        out.push_back(std::move(v));
+      }
     }
   }
 
@@ -378,7 +463,8 @@ class Builder {
         s.out.on[std::size_t(a)] = on[std::size_t(a)] == Dim::contract ? Dim::none : on[std::size_t(a)];
       s.in = s.out;
       const double sh = double(rs * cs);
-      s.cost = km_.memory(op.fwd_bytes / sh, 1) + km_.memory(op.bwd_bytes / sh, 1);
+      const Seconds forward = km_.memory(op.fwd_bytes / sh, 1), backward = km_.memory(op.bwd_bytes / sh, 1);
+      s.cost = forward + backward;
       std::string comm;
       for (int a = 0; a < 2; ++a)
         if (on[std::size_t(a)] == Dim::contract) {
@@ -386,15 +472,19 @@ class Builder {
           comm += fmt::format(" (all-reduce @ {})", a);
         }
       const double params = op.params / double(cs * vs);
-      s.cost += weight_update(params, on);
-      s.weight_mem = params * param_bytes();
       s.act_mem = op.saved_bytes / sh;
       Spec table;
       for (int a = 0; a < 2; ++a)
         table.on[std::size_t(a)] = on[std::size_t(a)] == Dim::contract ? Dim::rows : (on[std::size_t(a)] == Dim::cols ? Dim::cols : Dim::none);
       s.name = spec_name(s.out) + " = lookup " + spec_name(table) + comm;
       s.kind = kind_of(m_, on, false);
-      out.push_back(std::move(s));
+      for (int z : zero_levels(params, data_ways(on))) {
+        Strategy v = s;
+        v.cost += weight_update(params, on, z, forward, backward);
+        v.weight_mem = weight_memory(params, data_ways(on), z);
+        mark_zero(v, on, z);
+        out.push_back(std::move(v));
+      }
     }
   }
 
@@ -435,17 +525,25 @@ class Builder {
         s.name = spec_name(s.out) + " = exchange(" + spec_name(s.in) + ")" + comm;
         s.kind = kind_of(m_, on, false);
       } else {
-        elementwise_cost(op, on, s);
+        for (int z : zero_levels(op.params / double(cs), data_ways(on))) {
+          Strategy v = s;
+          elementwise_cost(op, on, v, z);
+          out.push_back(std::move(v));
+        }
+        continue;
       }
       out.push_back(std::move(s));
     }
   }
 
-  void elementwise_cost(const Op& op, const std::array<Dim, 2>& on, Strategy& s) const {
+  // A memory-bound op on `on`; its parameters (norm weights) are updated `zero`-style
+  // over the data axes (a follower takes its leader's level).
+  void elementwise_cost(const Op& op, const std::array<Dim, 2>& on, Strategy& s, int zero) const {
     const i64 rs = shards(m_, on, Dim::rows), cs = shards(m_, on, Dim::cols);
     const double sh = double(rs * cs);
-    s.cost = km_.memory(op.fwd_bytes / sh, op.kernels);
-    if (op.bwd_bytes > 0) s.cost += km_.memory(op.bwd_bytes / sh, 2 * op.kernels);
+    const Seconds forward = km_.memory(op.fwd_bytes / sh, op.kernels);
+    const Seconds backward = op.bwd_bytes > 0 ? km_.memory(op.bwd_bytes / sh, 2 * op.kernels) : 0.0;
+    s.cost = forward + backward;
     std::string comm;
     if (is_row_reduction(op) && cs > 1) {
       // Statistics per row (mean/variance, max/sum) are all-reduced over the feature split.
@@ -457,11 +555,13 @@ class Builder {
         }
     }
     const double params = op.params / double(cs);
-    s.cost += weight_update(params, on);
-    s.weight_mem = params * param_bytes();
+    if (params <= 0 || data_ways(on) <= 1) zero = 0;
+    s.cost += weight_update(params, on, zero, forward, backward);
+    s.weight_mem = weight_memory(params, data_ways(on), zero);
     s.act_mem = op.saved_bytes / sh;
     s.name = spec_name(s.out) + comm;
-    s.kind = kind_of(m_, on, false);
+    if (s.kind != "follow") s.kind = kind_of(m_, on, false);
+    mark_zero(s, on, zero);
   }
 
   void follow(const SNode& n, const std::vector<Strategy>& lead, std::vector<Strategy>& out) const {
@@ -470,8 +570,8 @@ class Builder {
       s.out = l.out;
       s.in = l.out;
       s.assign = l.out.on;
-      elementwise_cost(*n.op, l.out.on, s);
       s.kind = "follow";
+      elementwise_cost(*n.op, l.out.on, s, l.zero);
       out.push_back(std::move(s));
     }
   }

@@ -33,10 +33,14 @@ struct LogicalMesh {
 };
 LogicalMesh make_logical_mesh(const ClusterModel& c, std::int64_t hosts, std::int64_t gpus, std::int64_t d0, std::int64_t d1);
 
-// Which strategies an op may take.
+// Which strategies an op may take. An op with parameters whose weight is replicated
+// over data axes (mesh axes that split rows, i.e. data parallelism; not the experts of
+// an expert-split matmul) also has weight-update-sharded variants (ZeRO; Alpa's
+// weight update sharding), named with a suffix " [zero-2 @ 0]" (level, data axes).
 enum class StrategySpace {
-  full,      // every 2-D sharding (Alpa)
-  megatron,  // manual baseline: data parallel on axis 0, Megatron's split (graph.hpp Split) on axis 1
+  full,      // every 2-D sharding (Alpa), each with ZeRO-0, ZeRO-2 and ZeRO-3 weight updates
+  megatron,  // manual baseline: data parallel on axis 0, Megatron's split (graph.hpp Split) on
+             // axis 1, the weight update at IntraOpProblem::zero
 };
 
 struct IntraOpProblem {
@@ -50,6 +54,9 @@ struct IntraOpProblem {
   double memory_budget = 0;        // bytes per device
   std::int64_t heads = 1, experts = 1;  // quanta for splitting attention heads / expert batches
   StrategySpace space = StrategySpace::full;
+  // ZeRO level (0-3) of every op with parameters and data axes; StrategySpace::megatron
+  // only (the full space offers every useful level).
+  int zero = 0;
 };
 
 struct OpDecision {

@@ -72,8 +72,9 @@ class Searcher {
     return out;
   }
 
+  // `zero`: the ZeRO level of StrategySpace::megatron (the manual baseline's knob).
   IntraOpProblem problem(const ModelGraph& g, std::vector<int> blocks, const LogicalMesh& mesh, i64 B, double inflight,
-                         StrategySpace space) const {
+                         StrategySpace space, int zero = 0) const {
     IntraOpProblem p;
     p.cluster = &cluster_;
     p.rules = rules_;
@@ -86,6 +87,7 @@ class Searcher {
     p.heads = std::max<i64>(1, s_.model.heads);
     p.experts = std::max<i64>(1, s_.model.experts);
     p.space = space;
+    p.zero = space == StrategySpace::megatron ? zero : 0;
     return p;
   }
 
@@ -326,6 +328,38 @@ class Searcher {
     return best;
   }
 
+  // A stage of the manual baseline: Megatron's space at ZeRO level `zero`. Cached like
+  // stage() (a solution optimal at s0 in flight that still fits at s > s0 is optimal at
+  // s; infeasible at s0 means infeasible at s), in a cache of its own keyed also by the
+  // ZeRO level.
+  const IntraOpResult& manual_stage(const ModelGraph& g, const std::vector<int>& blocks, i64 B, const Submesh& sub,
+                                    i64 dp, i64 tp, int inflight, int zero) {
+    auto& entries = manual_cache_[ManualKey{blocks, g.micro_batch, sub.hosts, sub.gpus, dp, tp, zero}];
+    const IntraOpResult* base = nullptr;
+    for (const auto& [s0, r] : entries)
+      if (s0 <= inflight) base = &r;
+    if (base && (!base->feasible || base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12))) {
+      ++timings_.cache_hits;
+      return *base;
+    }
+    const auto t0 = Clock::now();
+    const LogicalMesh mesh = make_logical_mesh(cluster_, sub.hosts, sub.gpus, dp, tp);
+    IntraOpResult r = solve_intra_op(problem(g, blocks, mesh, B, inflight, StrategySpace::megatron, zero), ilp_);
+    timings_.intra_op_s += since(t0);
+    ++timings_.ilp_solves;
+    if ((r.feasible && r.status != IlpStatus::optimal) || r.status == IlpStatus::unknown) ++timings_.unproven;
+    auto pos = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first > inflight; });
+    return entries.insert(pos, {inflight, std::move(r)})->second;
+  }
+
+  // Micro-batches in flight on stage j of pp (the memory check): 1F1B's warm-up keeps
+  // pp - j (as the Alpa-style DP assumes), GPipe runs every forward before the first
+  // backward and keeps all B. Eq. 2 gives both the same latency.
+  static int in_flight(const std::string& schedule, i64 B, i64 pp, i64 j) {
+    return int(schedule == "gpipe" ? B : pp - j);
+  }
+
+  // Every dp x tp x pp x micro-batch count x schedule x ZeRO level.
   SearchPlan manual() {
     const auto t0 = Clock::now();
     SearchPlan best;
@@ -335,6 +369,7 @@ class Searcher {
       const i64 samples = s_.training.global_batch / B;
       const ModelGraph& g = graph(samples);
       const i64 L = i64(g.layers.size());
+      const std::vector<int> ord = order(g);
       for (i64 tp = 1; tp <= gpn; tp *= 2)
         for (i64 pp = 1; pp <= std::min(L, G / tp); ++pp) {
           if (L % pp != 0 || G % (tp * pp) != 0) continue;
@@ -342,49 +377,86 @@ class Searcher {
           const i64 per = dp * tp;
           Submesh sub = per < gpn ? Submesh{1, per} : Submesh{per / gpn, gpn};
           if (sub.devices() != per || (per < gpn && (per & (per - 1)) != 0) || sub.gpus % tp != 0) continue;
-          SearchPlan plan;
-          plan.method = "manual";
-          plan.micro_batches = B;
-          plan.samples_per_micro_batch = samples;
-          plan.dp = dp;
-          plan.tp = tp;
-          plan.pp = pp;
-          plan.feasible = true;
-          std::vector<StageChoice> times;
-          for (i64 j = 0; j < pp; ++j) {
-            const int a = j == 0 ? 0 : int(g.pre.size() + std::size_t(j * (L / pp)));
-            const int z = j == pp - 1 ? int(g.pre.size() + g.layers.size() + g.post.size()) - 1
-                                      : int(g.pre.size() + std::size_t((j + 1) * (L / pp))) - 1;
-            const std::vector<int> ord = order(g);
-            const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
-            const int inflight = int(pp - j);
-            const IntraOpResult& r = stage(g, blocks, B, sub, dp, tp, inflight, StrategySpace::megatron);
-            if (!r.feasible) {
-              plan.feasible = false;
-              break;
+          for (const std::string schedule : {"1f1b", "gpipe"}) {
+            // With B >= pp every GPipe stage keeps at least as many micro-batches in
+            // flight as under 1F1B: its feasible set is a subset, its ILP optimum no
+            // faster, Eq. 2 the same, so it cannot beat the 1F1B plan of the same
+            // knobs (ties go to 1F1B) and is skipped. With B < pp GPipe keeps fewer on
+            // the first stages and may fit where 1F1B does not.
+            if (schedule == "gpipe" && B >= pp) continue;
+            // ZeRO shards the weight update over data parallelism: levels > 0 need dp > 1.
+            // (ZeRO-1 ties ZeRO-2's time with more memory; enumerated for completeness.)
+            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+              SearchPlan plan;
+              plan.method = "manual";
+              plan.micro_batches = B;
+              plan.samples_per_micro_batch = samples;
+              plan.dp = dp;
+              plan.tp = tp;
+              plan.pp = pp;
+              plan.schedule = schedule;
+              plan.zero = zero;
+              plan.feasible = true;
+              std::vector<StageChoice> times;
+              for (i64 j = 0; j < pp; ++j) {
+                const int a = j == 0 ? 0 : int(g.pre.size() + std::size_t(j * (L / pp)));
+                const int z = j == pp - 1 ? int(g.pre.size() + g.layers.size() + g.post.size()) - 1
+                                          : int(g.pre.size() + std::size_t((j + 1) * (L / pp))) - 1;
+                const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
+                const int inflight = in_flight(schedule, B, pp, j);
+                const IntraOpResult& r = manual_stage(g, blocks, B, sub, dp, tp, inflight, zero);
+                if (!r.feasible) {
+                  plan.feasible = false;
+                  break;
+                }
+                plan.stages.push_back(make_stage(r, a, z, sub, dp, tp, inflight));
+                times.push_back({a, z, 0, r.latency});
+              }
+              if (!plan.feasible) continue;
+              plan.iteration_time = pipeline_latency(times, B);
+              if (!best.feasible || plan.iteration_time < best.iteration_time) best = std::move(plan);
             }
-            plan.stages.push_back(make_stage(r, a, z, sub, dp, tp, inflight));
-            times.push_back({a, z, 0, r.latency});
           }
-          if (!plan.feasible) continue;
-          plan.iteration_time = pipeline_latency(times, B);
-          if (!best.feasible || plan.iteration_time < best.iteration_time) best = std::move(plan);
         }
     }
     timings_.manual_s += since(t0);
     return best;
   }
 
+ private:
+  struct ManualKey {
+    std::vector<int> blocks;
+    i64 samples, hosts, gpus, dp, tp;
+    int zero;
+    auto tie() const { return std::tie(blocks, samples, hosts, gpus, dp, tp, zero); }
+    bool operator<(const ManualKey& o) const { return tie() < o.tie(); }
+  };
+  std::map<ManualKey, std::vector<std::pair<int, IntraOpResult>>> manual_cache_;
+
+ public:
   SearchPlan evaluate(const SearchPlan& plan, const std::string& file) {
     if (plan.samples_per_micro_batch < 1 || s_.training.global_batch % plan.samples_per_micro_batch != 0)
       throw InputError(file, "/samples_per_micro_batch",
                        fmt::format("expected a divisor of the scenario's global batch ({}), got {}", s_.training.global_batch,
                                    plan.samples_per_micro_batch));
     const i64 B = s_.training.global_batch / plan.samples_per_micro_batch;
+    const bool manual = plan.method == "manual";
+    if (manual && plan.schedule != "1f1b" && plan.schedule != "gpipe")
+      throw InputError(file, "/manual/schedule", fmt::format("expected one of 1f1b | gpipe, got \"{}\"", plan.schedule));
+    if (manual && (plan.zero < 0 || plan.zero > 3))
+      throw InputError(file, "/manual/zero", fmt::format("expected an integer in [0, 3], got {}", plan.zero));
+    if (manual && plan.zero > 0 && plan.dp <= 1)
+      throw InputError(file, "/manual/zero",
+                       fmt::format("ZeRO {} shards the weight update over data parallelism; it needs dp > 1, got dp {}",
+                                   plan.zero, plan.dp));
     const ModelGraph& g = graph(plan.samples_per_micro_batch);
     const std::vector<int> ord = order(g);
     SearchPlan out = plan;
     out.micro_batches = B;
+    if (!manual) {
+      out.schedule = "1f1b";  // the Alpa-style DP's schedule; ZeRO is per op there
+      out.zero = 0;
+    }
     out.stages.clear();
     std::vector<StageChoice> times;
     i64 devices = 0;
@@ -410,9 +482,11 @@ class Searcher {
         }
       }();
       const std::vector<int> blocks(ord.begin() + st.first_block, ord.begin() + st.last_block + 1);
-      const StrategySpace space = plan.method == "manual" ? StrategySpace::megatron : StrategySpace::full;
-      const IntraOpResult r = evaluate_intra_op(problem(g, blocks, mesh, B, n - j, space), st.decisions, file, path + "/ops");
-      out.stages.push_back(make_stage(r, st.first_block, st.last_block, st.submesh, st.mesh0, st.mesh1, n - j));
+      const StrategySpace space = manual ? StrategySpace::megatron : StrategySpace::full;
+      const int inflight = in_flight(out.schedule, B, n, j);
+      const IntraOpResult r =
+          evaluate_intra_op(problem(g, blocks, mesh, B, inflight, space, out.zero), st.decisions, file, path + "/ops");
+      out.stages.push_back(make_stage(r, st.first_block, st.last_block, st.submesh, st.mesh0, st.mesh1, inflight));
       times.push_back({st.first_block, st.last_block, 0, r.latency});
     }
     if (expect != int(ord.size()))
@@ -502,7 +576,8 @@ nlohmann::json to_json(const SearchPlan& p, const std::vector<std::string>& bloc
   json out{{"format", "clustersim-plan"}, {"version", 1}, {"method", p.method},
            {"micro_batches", p.micro_batches}, {"samples_per_micro_batch", p.samples_per_micro_batch},
            {"iteration_time_s", p.iteration_time}, {"stages", stages}};
-  if (p.method == "manual") out["manual"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"schedule", "1f1b"}};
+  if (p.method == "manual")
+    out["manual"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"schedule", p.schedule}, {"zero", p.zero}};
   return out;
 }
 
@@ -519,11 +594,13 @@ SearchPlan plan_from_json(const nlohmann::json& doc, const std::string& file) {
   p.micro_batches = r.integer("micro_batches", 1, INT64_MAX, false).value_or(0);
   p.iteration_time = r.number("iteration_time_s", 0, INFINITY, false).value_or(0);
   if (const auto* m = r.object("manual", false)) {
-    ObjectReader mr(*m, "/manual", diag, {"dp", "tp", "pp", "schedule"});
+    ObjectReader mr(*m, "/manual", diag, {"dp", "tp", "pp", "schedule", "zero"});
     p.dp = mr.integer("dp", 1, INT64_MAX).value_or(0);
     p.tp = mr.integer("tp", 1, INT64_MAX).value_or(0);
     p.pp = mr.integer("pp", 1, INT64_MAX).value_or(0);
-    (void)mr.choice("schedule", {"1f1b"}, false);
+    // Both optional: plan files from before the schedule and ZeRO knobs are 1F1B, ZeRO 0.
+    p.schedule = mr.choice("schedule", {"1f1b", "gpipe"}, false).value_or("1f1b");
+    p.zero = int(mr.integer("zero", 0, 3, false).value_or(0));
   }
   const auto* stages = r.get("stages");
   if (!stages || !stages->is_array() || stages->empty()) {

@@ -1,7 +1,7 @@
 // The whole plan search for a scenario: layer clustering, the inter-op DP over stage
 // candidates whose latencies come from intra-op ILPs (cached for structurally identical
-// candidates), and the manual baseline (dp x tp x pp x micro-batches, Megatron's
-// shardings) under the same cost model. Also the plan file (JSON) both produce and
+// candidates), and the manual baseline (dp x tp x pp x micro-batches x schedule x ZeRO,
+// Megatron's shardings) under the same cost model. Also the plan file (JSON) both produce and
 // `clustersim run --plan` evaluates.
 #pragma once
 #include <cstdint>
@@ -51,6 +51,11 @@ struct SearchPlan {
   std::int64_t micro_batches = 0;       // B
   std::int64_t samples_per_micro_batch = 0;
   std::int64_t dp = 0, tp = 0, pp = 0;  // the knobs, for manual plans
+  // Manual plans: "1f1b" (stage j of pp keeps pp - j micro-batches in flight) or "gpipe"
+  // (every stage keeps all B), and the ZeRO level (0-3) of the weight update over dp.
+  // Alpa-style plans are 1F1B; their ZeRO levels are per op, in the strategy names.
+  std::string schedule = "1f1b";
+  int zero = 0;
   std::vector<PlanStage> stages;
   Seconds iteration_time = 0;
   bool feasible = false;

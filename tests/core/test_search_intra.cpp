@@ -1,7 +1,9 @@
 // The intra-op pass on a transformer MLP block (layernorm, fc1, gelu, fc2, residual) on
 // a 1 x 8 mesh: under memory pressure it must find Megatron's column-then-row split
 // (one all-reduce in forward), with ample memory and a large batch pure data
-// parallelism; and the ILP's optimum must never lose to either fixed plan.
+// parallelism; and the ILP's optimum must never lose to either fixed plan. The
+// weight-update-sharded (ZeRO) variants: how many there are, and their memory per
+// device in closed form.
 #include <catch2/catch.hpp>
 
 #include "costmodel/cluster.hpp"
@@ -56,6 +58,12 @@ std::string strategy_of(const IntraOpResult& r, const std::string& op) {
   return "<missing>";
 }
 
+// The sharding part of a strategy name, without its ZeRO suffix (" [zero-2 @ 1]").
+std::string sharding_of(const IntraOpResult& r, const std::string& op) {
+  const std::string s = strategy_of(r, op);
+  return s.substr(0, s.find(" [zero-"));
+}
+
 IntraOpProblem problem(const ClusterModel& c, const ModelGraph& g, double budget, std::int64_t micro_batches) {
   IntraOpProblem p;
   p.cluster = &c;
@@ -96,12 +104,20 @@ TEST_CASE("intra-op: ample memory and a large batch give pure data parallelism",
   const ModelGraph g = mlp_graph(1024, 16);  // small weights, 32k tokens per micro-batch
   const IntraOpResult r = solve_intra_op(problem(c, g, 1e12, 16));
   REQUIRE(r.feasible);
-  for (const auto& d : r.decisions) INFO(d.op << ": " << d.strategy << " [" << d.kind << "]");
-  CHECK(strategy_of(r, "fc1") == "S1R = S1R x RR");
-  CHECK(strategy_of(r, "fc2") == "S1R = S1R x RR");
+  std::string chosen;
+  for (const auto& d : r.decisions) chosen += d.op + ": " + d.strategy + " [" + d.kind + "]\n";
+  INFO(chosen);
+  // Data parallelism may shard its weight update (ZeRO): with this much compute per
+  // micro-batch ZeRO-3's weight gathers hide behind it and its per-iteration traffic
+  // (a reduce-scatter) is below the plain all-reduce, so the sharding is checked
+  // without the ZeRO suffix.
+  CHECK(sharding_of(r, "fc1") == "S1R = S1R x RR");
+  CHECK(sharding_of(r, "fc2") == "S1R = S1R x RR");
   // Every op (the stage-opening layernorm, fc1, fc2) splits the batch: nothing else.
-  REQUIRE(r.kind_counts.size() == 1);
-  CHECK(r.kind_counts.begin()->first == "batch@1");
+  for (const auto& [kind, ops] : r.kind_counts) {
+    INFO(kind << " x" << ops);
+    CHECK((kind == "batch@1" || kind.rfind("batch@1+zero-", 0) == 0));
+  }
 }
 
 TEST_CASE("intra-op: the ILP optimum is no worse than the Megatron-only space", "[search][intra]") {
@@ -130,4 +146,85 @@ TEST_CASE("intra-op: a budget below every plan is infeasible with the smallest m
   // The reported minimum is itself feasible.
   const IntraOpResult again = solve_intra_op(problem(c, g, r.min_memory * (1 + 1e-6), 1));
   CHECK(again.feasible);
+}
+
+namespace {
+
+// Strategies of `op` in a request (its node's cost vector), -1 when absent.
+int strategies_of(const IntraOpProblem& p, const std::string& op) {
+  std::vector<OpDecision> names;
+  const IlpRequest r = build_intra_op_request(p, &names);
+  for (std::size_t v = 0; v < names.size(); ++v)
+    if (names[v].op == op) return int(r.nodes[v].cost.size());
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("intra-op: ZeRO variants of the strategies of a matmul on a 2 x 4 mesh", "[search][intra][zero]") {
+  const ClusterModel c = one_node_cluster();
+  const ModelGraph g = mlp_graph(1024, 16);
+  IntraOpProblem p = problem(c, g, 1e12, 4);
+  p.mesh = make_logical_mesh(c, 1, 8, 2, 4);
+  // Each axis goes to rows, n, k or nothing: 4 x 4 = 16 shardings. The weight is
+  // replicated over data axes in the 16 - 3 x 3 = 7 that put rows on an axis; each of
+  // those also comes as ZeRO-2 and ZeRO-3 (ZeRO-1 is dominated): 16 + 2 x 7 = 30.
+  CHECK(strategies_of(p, "fc1") == 16 + 2 * 7);
+  CHECK(strategies_of(p, "fc2") == 16 + 2 * 7);
+  // The Megatron space keeps one sharding (rows on axis 0, Megatron's split on axis 1)
+  // at exactly the problem's ZeRO level.
+  p.space = StrategySpace::megatron;
+  for (int zero = 0; zero <= 3; ++zero) {
+    p.zero = zero;
+    CHECK(strategies_of(p, "fc1") == 1);
+    const IntraOpResult r = solve_intra_op(p);
+    REQUIRE(r.feasible);
+    const std::string suffix = zero > 0 ? " [zero-" + std::to_string(zero) + " @ 0]" : "";
+    CHECK(strategy_of(r, "fc1") == "S0S1 = S0R x RS1" + suffix);
+    CHECK(strategy_of(r, "fc2") == "S0R = S0S1 x S1R (all-reduce @ 1)" + suffix);
+  }
+  p.zero = 4;
+  CHECK_THROWS_WITH(solve_intra_op(p), Catch::Contains("/zero") && Catch::Contains("got 4"));
+}
+
+TEST_CASE("intra-op: ZeRO memory per device in closed form", "[search][intra][zero]") {
+  const ClusterModel c = one_node_cluster();
+  const std::int64_t H = 1024;
+  const ModelGraph g = mlp_graph(H, 4);
+  // Pure data parallelism over 8 GPUs: Megatron's space on an 8 x 1 mesh.
+  IntraOpProblem p = problem(c, g, 1e12, 4);
+  p.mesh = make_logical_mesh(c, 1, 8, 8, 1);
+  p.space = StrategySpace::megatron;
+  // Parameters of the block: layernorm 2H, fc1 H x 4H + 4H, fc2 4H x H + H.
+  const double P = 2.0 * H + (4.0 * H * H + 4 * H) + (4.0 * H * H + H);
+  const double d = 8;
+  // mixed-bf16 with Adam: bf16 weights 2, fp32 grads 4, master 4 + states 8 bytes.
+  const double expected[4] = {
+      P * (2 + 4 + 4 + 8),          // ZeRO-0: everything replicated
+      P * (2 + 4 + (4 + 8) / d),    // ZeRO-1: master weights and optimizer states / d
+      P * (2 + (4 + 4 + 8) / d),    // ZeRO-2: and gradients / d
+      P * (2 + 4 + 4 + 8) / d,      // ZeRO-3: and weights / d
+  };
+  IntraOpResult r[4];
+  for (int zero = 0; zero <= 3; ++zero) {
+    p.zero = zero;
+    r[zero] = solve_intra_op(p);
+    REQUIRE(r[zero].feasible);
+    INFO("ZeRO-" << zero << ": " << r[zero].weight_memory << " bytes, closed form " << expected[zero]);
+    CHECK(r[zero].weight_memory == Approx(expected[zero]).epsilon(1e-12));
+    // Activations do not depend on the weight update.
+    CHECK(r[zero].activation_memory == Approx(r[0].activation_memory).epsilon(1e-12));
+  }
+  // ZeRO-1 and ZeRO-2 move the same bytes (a reduce-scatter of gradients, an all-gather
+  // of weights) and step the same 1/d of the parameters: the same time.
+  CHECK(r[1].latency == Approx(r[2].latency).epsilon(1e-12));
+  // Here (bf16 weights gathered, fp32 gradients reduced, ring collectives) the sharded
+  // update is cheaper than the all-reduce and the full optimizer step.
+  CHECK(r[2].latency < r[0].latency);
+  // The full space offers ZeRO-0, 2 and 3 of the data-parallel sharding and finds the
+  // fastest of them at least.
+  p.space = StrategySpace::full;
+  const IntraOpResult full = solve_intra_op(p);
+  REQUIRE(full.feasible);
+  CHECK(full.latency <= std::min({r[0].latency, r[2].latency, r[3].latency}) * (1 + 1e-12));
 }

@@ -1,5 +1,6 @@
 // The whole search on a small scenario: the Alpa-style plan is never slower than the
-// best manual plan under the same cost model, the plan file round-trips and its
+// best manual plan under the same cost model (also when only ZeRO makes a manual plan
+// fit), the plan file round-trips (with the manual schedule and ZeRO level) and its
 // evaluation reproduces the searched iteration time, bad plan files name the bad field.
 #include <catch2/catch.hpp>
 
@@ -45,9 +46,15 @@ SearchOptions small_options() {
 TEST_CASE("search: the Alpa-style plan is at least as fast as the best manual plan", "[search][plan]") {
   for (auto [nodes, gpus] : {std::pair<std::int64_t, std::int64_t>{1, 4}, {2, 2}}) {
     const Scenario s = small_scenario(nodes, gpus);
-    const SearchReport r = run_search(s, small_options());
+    SearchOptions o = small_options();
+    // Every block its own cluster, so every manual plan's stage cut is open to the DP
+    // and the manual plans lie in the Alpa space (with 3 clusters the best manual
+    // plan, dp 2 x pp 2 with ZeRO-3, cuts where no cluster boundary is).
+    o.layer_clusters = 6;
+    const SearchReport r = run_search(s, o);
     INFO(nodes << " x " << gpus << ": alpa " << r.alpa.iteration_time << " s, manual " << r.manual.iteration_time
-                << " s (dp " << r.manual.dp << " tp " << r.manual.tp << " pp " << r.manual.pp << ")");
+                << " s (dp " << r.manual.dp << " tp " << r.manual.tp << " pp " << r.manual.pp << ", "
+                << r.manual.schedule << ", ZeRO " << r.manual.zero << ")");
     REQUIRE(r.alpa.feasible);
     REQUIRE(r.manual.feasible);
     CHECK(r.timings.unproven == 0);
@@ -143,4 +150,133 @@ TEST_CASE("search: a scenario's plan may ask for the search or name a plan file"
   Diagnostics d4("s.json");
   (void)parse_scenario(doc, d4);
   CHECK_FALSE(d4.ok());
+}
+
+namespace {
+
+// 4 V100s (16 GB) and a 1.7B-parameter GPT with 3 layers and GPT-2's odd vocabulary:
+// Megatron's vocab-parallel embedding cannot split 50257 rows, so tp = 1, and pp must
+// divide both the 3 layers and the 4 GPUs, so pp = 1. Every manual plan is dp 4, and
+// without ZeRO each GPU holds every parameter at 16 bytes (fp16 weight 2, gradient 2,
+// fp32 master 4, Adam 8): more than the GPU has.
+Scenario zero_only_scenario() {
+  nlohmann::json doc = parse_json_text(default_scenario_text(), "<test>");
+  doc["model"] = {{"family", "gpt"}, {"hidden", 6144}, {"layers", 3}, {"heads", 48}, {"seq_len", 1024}, {"vocab", 50257}};
+  doc["training"] = {{"global_batch", 16}, {"micro_batch", 1}, {"precision", "mixed-fp16"}, {"recompute", "none"}};
+  doc["cluster"]["gpu"] = "v100-sxm2-16gb";
+  doc["cluster"]["intra_node"] = {{"fabric", "nvlink-mesh"}};
+  doc["cluster"]["nodes"] = 1;
+  doc["cluster"]["gpus_per_node"] = 4;
+  doc["cluster"].erase("inter_node");
+  doc["plan"] = {{"dp", 4}, {"tp", 1}, {"pp", 1}};
+  Diagnostics diag("<test>");
+  Scenario s = parse_scenario(doc, diag);
+  REQUIRE(diag.ok());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("search: when only ZeRO fits, the manual baseline shards the weight update", "[search][plan][zero]") {
+  const Scenario s = zero_only_scenario();
+  // Parameters as the search counts them (tied embedding weights in both places).
+  const ModelGraph g = build_model_graph(s.model, 1, 2);
+  double P = 0;
+  for (const auto& b : g.blocks)
+    for (const auto& op : b.ops) P += op.params;
+  Diagnostics diag("<test>");
+  const double capacity = resolve_cluster(s.cluster, diag).gpu.usable_memory();
+  INFO("parameters " << P << ", ZeRO-0 weights " << P * 16 * 1e-9 << " GB, capacity " << capacity * 1e-9 << " GB");
+  REQUIRE(P * (2 + 2 + 4 + 8) > capacity);  // no dp-4 plan without ZeRO fits
+  SearchOptions o = small_options();
+  o.layer_clusters = 5;  // every block: the manual plans lie in the Alpa space
+  const SearchReport r = run_search(s, o);
+  REQUIRE(r.manual.feasible);
+  INFO("manual dp " << r.manual.dp << " tp " << r.manual.tp << " pp " << r.manual.pp << ", " << r.manual.schedule
+                    << ", ZeRO " << r.manual.zero << ": " << r.manual.iteration_time << " s; alpa " << r.alpa.iteration_time
+                    << " s");
+  CHECK(r.manual.dp == 4);
+  CHECK(r.manual.zero > 0);
+  CHECK(r.manual.stages.front().memory <= capacity);
+  REQUIRE(r.alpa.feasible);
+  CHECK(r.timings.unproven == 0);
+  CHECK(r.alpa.iteration_time <= r.manual.iteration_time * (1 + 1e-9));
+  // The Alpa-style plan shards weight updates too (nothing else fits here either:
+  // its replicated-weight strategies would need the same 16 bytes per parameter).
+  bool zero = false;
+  for (const auto& st : r.alpa.stages)
+    for (const auto& [kind, n] : st.kind_counts) zero = zero || kind.find("+zero-") != std::string::npos;
+  CHECK(zero);
+
+  // The plan file keeps the schedule and the ZeRO level, and re-evaluates to the same time.
+  const nlohmann::json doc = to_json(r.manual, r.block_names);
+  CHECK(doc["manual"]["zero"] == r.manual.zero);
+  CHECK(doc["manual"]["schedule"] == "1f1b");
+  const SearchPlan back = plan_from_json(parse_json_text(doc.dump(), "<plan>"), "<plan>");
+  CHECK(back.zero == r.manual.zero);
+  CHECK(back.schedule == "1f1b");
+  const SearchPlan e = evaluate_plan(s, back, "<plan>");
+  CHECK(e.iteration_time == Approx(r.manual.iteration_time).epsilon(1e-12));
+  CHECK(e.stages.front().memory == Approx(r.manual.stages.front().memory).epsilon(1e-12));
+  CHECK(e.zero == r.manual.zero);
+  CHECK(e.feasible);
+  // The same strategies at ZeRO 0 are not strategies of the Megatron space.
+  nlohmann::json plain = doc;
+  plain["manual"]["zero"] = 0;
+  CHECK_THROWS_WITH(evaluate_plan(s, plan_from_json(plain, "z.json"), "z.json"),
+                    Catch::Contains("z.json: /stages/0/ops/") && Catch::Contains("is not a strategy"));
+}
+
+TEST_CASE("search: a manual plan re-costed as GPipe keeps every micro-batch in flight", "[search][plan][zero]") {
+  const Scenario s = small_scenario(1, 4);
+  SearchOptions o = small_options();
+  o.micro_batch_counts = {4};
+  const SearchReport r = run_search(s, o);
+  REQUIRE(r.manual.feasible);
+  REQUIRE(r.manual.pp >= 2);  // dp 2 x pp 2 here: stages whose 1F1B in-flight counts differ
+  // The best manual plan (1F1B), re-costed from its plan file as 1F1B and as GPipe.
+  nlohmann::json doc = to_json(r.manual, r.block_names);
+  const SearchPlan one_f_one_b = evaluate_plan(s, plan_from_json(doc, "<plan>"), "<plan>");
+  doc["manual"]["schedule"] = "gpipe";
+  const SearchPlan gpipe = evaluate_plan(s, plan_from_json(doc, "<plan>"), "<plan>");
+  CHECK(gpipe.schedule == "gpipe");
+  // Eq. 2 is the same for both schedules; only the memory check differs.
+  CHECK(gpipe.iteration_time == Approx(one_f_one_b.iteration_time).epsilon(1e-12));
+  const std::size_t n = gpipe.stages.size();
+  for (std::size_t j = 0; j < n; ++j) {
+    const PlanStage& g = gpipe.stages[j];
+    const PlanStage& f = one_f_one_b.stages[j];
+    INFO("stage " << j << " of " << n);
+    CHECK(g.memory == Approx(g.weight_memory + 4 * g.activation_memory).epsilon(1e-12));           // all B = 4
+    CHECK(f.memory == Approx(f.weight_memory + double(n - j) * f.activation_memory).epsilon(1e-12));  // pp - j
+  }
+}
+
+TEST_CASE("search: bad manual schedule and ZeRO values name the file and path", "[search][plan][zero]") {
+  const Scenario s = small_scenario(1, 4);
+  const SearchReport r = run_search(s, small_options());
+  REQUIRE(r.manual.feasible);
+  const nlohmann::json doc = to_json(r.manual, r.block_names);
+  nlohmann::json bad = doc;
+  bad["manual"]["zero"] = 5;
+  CHECK_THROWS_WITH(plan_from_json(bad, "p.json"), Catch::Contains("p.json: /manual/zero") && Catch::Contains("got 5"));
+  bad["manual"]["zero"] = "two";
+  CHECK_THROWS_WITH(plan_from_json(bad, "p.json"), Catch::Contains("p.json: /manual/zero") && Catch::Contains("two"));
+  bad = doc;
+  bad["manual"]["schedule"] = "interleaved";
+  CHECK_THROWS_WITH(plan_from_json(bad, "p.json"),
+                    Catch::Contains("p.json: /manual/schedule") && Catch::Contains("interleaved"));
+  // ZeRO shards over data parallelism: a manual plan with dp 1 cannot have it.
+  bad = doc;
+  bad["manual"]["dp"] = 1;
+  bad["manual"]["zero"] = 2;
+  CHECK_THROWS_WITH(evaluate_plan(s, plan_from_json(bad, "p.json"), "p.json"),
+                    Catch::Contains("p.json: /manual/zero") && Catch::Contains("dp > 1"));
+  // Plan files from before the knobs (no "zero", no "schedule") are 1F1B without ZeRO.
+  nlohmann::json old = doc;
+  old["manual"].erase("zero");
+  old["manual"].erase("schedule");
+  const SearchPlan p = plan_from_json(old, "old.json");
+  CHECK(p.schedule == "1f1b");
+  CHECK(p.zero == 0);
 }
