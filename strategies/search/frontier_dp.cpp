@@ -62,8 +62,10 @@ struct Step {
 
 // Calls f(old state, pick, next state, added cost, added memory) for every finite
 // transition of the step, in ascending old state then pick.
-template <class F>
-void enumerate(const Step& st, F&& f) {
+// `allowed` (per node, may be empty) masks the picks of dominated strategies; old states
+// for which `reached(sc)` is false are skipped.
+template <class R, class F>
+void enumerate(const Step& st, const std::vector<char>& allowed, R&& reached, F&& f) {
   const std::size_t nold = st.old_stride.size();
   std::vector<int> a(nold + (st.leader ? 1 : 0), 0);
   for (std::size_t sc = 0; sc < st.old_states; ++sc) {
@@ -72,7 +74,9 @@ void enumerate(const Step& st, F&& f) {
         if (std::size_t(++a[i]) * st.old_stride[i] < (i + 1 < nold ? st.old_stride[i + 1] : st.old_states)) break;
         a[i] = 0;
       }
+    if (!reached(sc)) continue;
     for (int j = 0; j < st.kt; ++j) {
+      if (st.leader && !allowed.empty() && !allowed[std::size_t(j)]) continue;
       if (st.leader) a[nold] = j;
       const int s = a[std::size_t(st.lead_pos)];
       double add = (*st.cost)[std::size_t(s)];
@@ -95,7 +99,76 @@ struct Prepared {
   std::vector<double> future;  // future[t]: least memory of nodes >= t
   bool budgeted = false;
   double budget = INFINITY;
+  // Per leader: strategies not dominated by an equivalent one (same resharding costs on
+  // every edge of its group) that is no dearer (free: cost only) or no dearer and no
+  // bigger (mem). Removing dominated strategies changes no optimum.
+  std::vector<std::vector<char>> allowed_free, allowed_mem;
 };
+
+// Fills p.allowed_free and p.allowed_mem (see Prepared).
+void dominance(const IlpRequest& r, Prepared& p, const std::vector<char>& live) {
+  const int n = p.n;
+  p.allowed_free.assign(std::size_t(n), {});
+  p.allowed_mem.assign(std::size_t(n), {});
+  std::vector<std::vector<int>> incident(static_cast<std::size_t>(n));  // leader -> edges between its group and another
+  std::vector<double> gcost, gmem;
+  for (std::size_t e = 0; e < r.edges.size(); ++e) {
+    const int ls = p.lead[std::size_t(r.edges[e].src.value)], ld = p.lead[std::size_t(r.edges[e].dst.value)];
+    if (ls == ld) continue;
+    incident[std::size_t(ls)].push_back(int(e));
+    incident[std::size_t(ld)].push_back(int(e));
+  }
+  std::vector<std::vector<int>> members(static_cast<std::size_t>(n));
+  for (int v = 0; v < n; ++v) members[std::size_t(p.lead[std::size_t(v)])].push_back(v);
+  std::vector<std::vector<int>> inner(static_cast<std::size_t>(n));  // edges inside a group: their diagonal is a cost
+  for (std::size_t e = 0; e < r.edges.size(); ++e) {
+    const int ls = p.lead[std::size_t(r.edges[e].src.value)];
+    if (ls == p.lead[std::size_t(r.edges[e].dst.value)]) inner[std::size_t(ls)].push_back(int(e));
+  }
+  for (int l = 0; l < n; ++l) {
+    if (p.lead[std::size_t(l)] != l) continue;
+    const std::size_t k = r.nodes[std::size_t(l)].cost.size();
+    if (k < 2) continue;
+    gcost.assign(k, 0.0);
+    gmem.assign(k, 0.0);
+    for (int v : members[std::size_t(l)])
+      for (std::size_t i = 0; i < k; ++i) {
+        gcost[i] += r.nodes[std::size_t(v)].cost[i];
+        if (live[std::size_t(v)] && p.budgeted) gmem[i] += r.nodes[std::size_t(v)].memory[i];
+      }
+    for (int e : inner[std::size_t(l)])
+      for (std::size_t i = 0; i < k; ++i) gcost[i] += r.edges[std::size_t(e)].cost[i * k + i];
+    // Strategies i and j are equivalent when every edge to another group charges them alike.
+    auto same = [&](std::size_t i, std::size_t j) {
+      for (int ei : incident[std::size_t(l)]) {
+        const IlpEdge& e = r.edges[std::size_t(ei)];
+        const std::size_t ks = r.nodes[std::size_t(e.src.value)].cost.size(), kd = r.nodes[std::size_t(e.dst.value)].cost.size();
+        if (p.lead[std::size_t(e.src.value)] == l) {
+          for (std::size_t c = 0; c < kd; ++c)
+            if (e.cost[i * kd + c] != e.cost[j * kd + c]) return false;
+        } else {
+          for (std::size_t c = 0; c < ks; ++c)
+            if (e.cost[c * kd + i] != e.cost[c * kd + j]) return false;
+        }
+      }
+      return true;
+    };
+    std::vector<char> free_ok(k, 1), mem_ok(k, 1);
+    for (std::size_t i = 0; i < k; ++i)
+      for (std::size_t j = 0; j < k; ++j) {
+        if (i == j || std::isinf(gcost[j]) || (!free_ok[i] && !mem_ok[i])) continue;
+        const bool cheaper = gcost[j] < gcost[i] || (gcost[j] == gcost[i] && j < i);
+        const bool no_dearer = gcost[j] <= gcost[i];
+        const bool smaller = gmem[j] < gmem[i] || (gmem[j] == gmem[i] && (gcost[j] < gcost[i] || j < i));
+        if (!(cheaper || (no_dearer && smaller))) continue;
+        if (!same(i, j)) continue;
+        if (cheaper) free_ok[i] = 0;  // a dearer equivalent never helps without memory
+        if (no_dearer && gmem[j] <= gmem[i] && (gcost[j] < gcost[i] || gmem[j] < gmem[i] || j < i)) mem_ok[i] = 0;
+      }
+    p.allowed_free[std::size_t(l)] = std::move(free_ok);
+    p.allowed_mem[std::size_t(l)] = std::move(mem_ok);
+  }
+}
 
 // nullopt: out of reach.
 std::optional<Prepared> prepare(const IlpRequest& r, const FrontierDpLimits& lim) {
@@ -177,6 +250,7 @@ std::optional<Prepared> prepare(const IlpRequest& r, const FrontierDpLimits& lim
     for (int u : next) st.next_pos.push_back(pos_in(mid, u));
     frontier = std::move(next);
   }
+  dominance(r, p, live);
   return p;
 }
 
@@ -189,7 +263,8 @@ bool materialize(Prepared& p, const FrontierDpLimits& lim) {
     total += cap;
     if (total > lim.max_points) return false;
     st.from.reserve(cap), st.to.reserve(cap), st.pick.reserve(cap), st.tcost.reserve(cap), st.tmem.reserve(cap);
-    enumerate(st, [&](std::size_t sc, int j, std::size_t code, double c, double m) {
+    enumerate(st, p.allowed_mem[std::size_t(st.node)], [](std::size_t) { return true; },
+              [&](std::size_t sc, int j, std::size_t code, double c, double m) {
       st.from.push_back(std::uint32_t(sc));
       st.to.push_back(std::uint32_t(code));
       st.pick.push_back(j);
@@ -214,7 +289,8 @@ std::vector<StrategyIdx> viterbi(const Prepared& p) {
     std::vector<double> nv(st.next_states, INFINITY);
     auto& bk = back[std::size_t(t)];
     bk.resize(st.next_states);
-    enumerate(st, [&](std::size_t sc, int j, std::size_t code, double c, double) {
+    enumerate(st, p.allowed_free[std::size_t(st.node)], [&](std::size_t sc) { return std::isfinite(val[sc]); },
+              [&](std::size_t sc, int j, std::size_t code, double c, double) {
       const double v = val[sc] + c;
       if (v < nv[code]) nv[code] = v, bk[code] = Back{std::uint32_t(sc), j};
     });

@@ -284,9 +284,16 @@ class Builder {
     IlpEdge e{NodeIdx{src}, NodeIdx{dst}, {}};
     const double bytes = nodes_[std::size_t(src)].out.bytes;
     bool any = false;
+    // Many strategies share specs (ZeRO variants, for one): cost each pair of specs once.
+    auto code = [](const Spec& x) { return std::size_t(x.on[0]) * 4 + std::size_t(x.on[1]); };
+    std::array<double, 256> memo;
+    memo.fill(-1);
+    e.cost.reserve(strategies_[std::size_t(src)].size() * strategies_[std::size_t(dst)].size());
     for (const auto& a : strategies_[std::size_t(src)])
       for (const auto& b : strategies_[std::size_t(dst)]) {
-        const double t = reshard(c_, m_, a.out, to_input ? b.in : b.out, bytes);
+        const Spec& to = to_input ? b.in : b.out;
+        double& t = memo[code(a.out) * 16 + code(to)];
+        if (t < 0) t = reshard(c_, m_, a.out, to, bytes);
         any = any || t > 0;
         e.cost.push_back(t);
       }

@@ -205,6 +205,7 @@ class Searcher {
   Value value(PerB& pb, int first, int last, int sub, int from_end) {
     const CandKey ck{first, last, sub, from_end};
     if (auto it = pb.memo.find(ck); it != pb.memo.end()) return it->second;
+    const int inflight = int(std::min<i64>(pb.B, from_end));  // 1F1B never holds more than B
     const auto [a, z] = pb.range(first, last);
     const std::vector<int> blocks(pb.ord.begin() + a, pb.ord.begin() + z + 1);
     const Submesh& sm = subs_[std::size_t(sub)];
@@ -215,15 +216,15 @@ class Searcher {
       const IntraOpResult& u = stage(*pb.g, blocks, pb.B, sm, d0, d1, 0, StrategySpace::full);
       if (!u.feasible) continue;  // no sharding divides: infeasible at any budget
       Value v{u.latency, true, {d0, d1}};
-      if (u.least_weight_memory + from_end * u.least_activation_memory > budget_ * (1 + 1e-12)) {
+      if (u.least_weight_memory + inflight * u.least_activation_memory > budget_ * (1 + 1e-12)) {
         v.t = INFINITY;  // even the least memory of every op overflows: exact
-      } else if (u.weight_memory + from_end * u.activation_memory > budget_ * (1 + 1e-12)) {
+      } else if (u.weight_memory + inflight * u.activation_memory > budget_ * (1 + 1e-12)) {
         const Key k{blocks, pb.g->micro_batch, sm.hosts, sm.gpus, d0, d1, int(StrategySpace::full)};
         double lower = 0;
-        if (const IntraOpResult* r = cached(k, from_end, &lower)) {
+        if (const IntraOpResult* r = cached(k, inflight, &lower)) {
           v.t = r->feasible ? r->latency : INFINITY;
         } else if (refine) {
-          const IntraOpResult& r2 = stage(*pb.g, blocks, pb.B, sm, d0, d1, from_end, StrategySpace::full);
+          const IntraOpResult& r2 = stage(*pb.g, blocks, pb.B, sm, d0, d1, inflight, StrategySpace::full);
           v.t = r2.feasible ? r2.latency : INFINITY;
         } else {
           v.t = std::max(v.t, lower);
@@ -322,8 +323,9 @@ class Searcher {
       const auto [a, z] = pb.range(sc.first, sc.last);
       const std::vector<int> blocks(pb.ord.begin() + a, pb.ord.begin() + z + 1);
       const Submesh& sm = subs_[std::size_t(sc.submesh)];
-      const IntraOpResult& r = stage(*pb.g, blocks, pb.B, sm, d0, d1, n - j, StrategySpace::full);
-      best.stages.push_back(make_stage(r, a, z, sm, d0, d1, n - j));
+      const int inflight = int(std::min<i64>(pb.B, n - j));
+      const IntraOpResult& r = stage(*pb.g, blocks, pb.B, sm, d0, d1, inflight, StrategySpace::full);
+      best.stages.push_back(make_stage(r, a, z, sm, d0, d1, inflight));
     }
     return best;
   }
@@ -356,7 +358,8 @@ class Searcher {
   // pp - j (as the Alpa-style DP assumes), GPipe runs every forward before the first
   // backward and keeps all B. Eq. 2 gives both the same latency.
   static int in_flight(const std::string& schedule, i64 B, i64 pp, i64 j) {
-    return int(schedule == "gpipe" ? B : pp - j);
+    // 1F1B: stage j warms up with pp - j forwards, but never more than B exist.
+    return int(schedule == "gpipe" ? B : std::min(B, pp - j));
   }
 
   // Every dp x tp x pp x micro-batch count x schedule x ZeRO level.
