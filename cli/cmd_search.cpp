@@ -1,5 +1,5 @@
-// clustersim search FILE: the Alpa-style plan search (intra-op ILP with CBC, inter-op
-// DP, layer clustering) and the manual dp x tp x pp x schedule x ZeRO baseline under the
+// clustersim search FILE: the Alpa-style plan search (intra-op ILP solved exactly by the
+// frontier DP or CBC, inter-op DP, layer clustering) and the manual dp x tp x pp x schedule x ZeRO baseline under the
 // same cost model;
 // prints both, the speed-up, the time of each phase, and writes the plan file that
 // `clustersim run --plan` evaluates.
@@ -28,6 +28,7 @@ struct SearchCliOptions {
   int clusters = 8;
   std::vector<std::int64_t> micro_batches;
   double time_limit = search::SearchOptions::default_search_ilp().time_limit_s, gap = 0;
+  std::string solver = "auto";
 };
 
 std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes * 1e-9); }
@@ -73,6 +74,7 @@ int run_search_command(const SearchCliOptions& o) {
   so.micro_batch_counts = o.micro_batches;
   so.ilp.time_limit_s = o.time_limit;
   so.ilp.relative_gap = o.gap;
+  so.ilp.solver = o.solver == "cbc" ? search::IlpSolver::cbc : o.solver == "dp" ? search::IlpSolver::dp : search::IlpSolver::automatic;
   so.manual_baseline = !o.no_manual;
   const search::SearchReport rep = search::run_search(s, so);
   const std::string out_file = o.output.empty() ? s.name + ".plan.json" : o.output;
@@ -106,7 +108,7 @@ int run_search_command(const SearchCliOptions& o) {
     if (rep.manual.feasible) j["manual"] = search::to_json(rep.manual, rep.block_names);
     j["speedup"] = rep.speedup();
     j["timings"] = {{"clustering_s", t.clustering_s}, {"intra_op_s", t.intra_op_s}, {"inter_op_s", t.inter_op_s},
-                    {"manual_s", t.manual_s}, {"total_s", t.total_s}, {"ilp_solves", t.ilp_solves},
+                    {"manual_s", t.manual_s}, {"total_s", t.total_s}, {"ilp_solves", t.ilp_solves}, {"cbc_solves", t.cbc_solves},
                     {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}, {"dp_refinement_rounds", t.dp_rounds}};
     j["plan_file"] = out_file;
     std::cout << j.dump(2) << '\n';
@@ -126,9 +128,9 @@ int run_search_command(const SearchCliOptions& o) {
     }
   }
   std::cout << fmt::format(
-      "Search time: clustering {:.3f} s, intra-op ILPs {:.3f} s ({} solved, {} reused), inter-op DP {:.3f} s ({} refinement rounds), "
-      "manual baseline {:.3f} s, total {:.3f} s\n",
-      t.clustering_s, t.intra_op_s, t.ilp_solves, t.cache_hits, t.inter_op_s, t.dp_rounds, t.manual_s, t.total_s);
+      "Search time: clustering {:.3f} s, intra-op ILPs {:.3f} s ({} solved, {} of them by CBC; {} reused), inter-op DP {:.3f} s "
+      "({} refinement rounds), manual baseline {:.3f} s, total {:.3f} s\n",
+      t.clustering_s, t.intra_op_s, t.ilp_solves, t.cbc_solves, t.cache_hits, t.inter_op_s, t.dp_rounds, t.manual_s, t.total_s);
   if (t.unproven > 0)
     std::cout << fmt::format("warning: {} ILP(s) reached the {} s time limit; their plans are feasible but not proven optimal "
                              "(raise --time-limit)\n", t.unproven, o.time_limit);
@@ -147,8 +149,10 @@ const Registration search_command{
       sub.add_flag("--no-manual", o->no_manual, "skip the manual baseline");
       sub.add_option("--clusters", o->clusters, "layers after clustering (Alpa's L)")->check(CLI::Range(1, 1 << 20));
       sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 4 to the global batch)");
-      sub.add_option("--time-limit", o->time_limit, "ILP time limit per solve, seconds");
-      sub.add_option("--gap", o->gap, "ILP relative optimality gap (0: exact)");
+      sub.add_option("--time-limit", o->time_limit, "ILP time limit per CBC solve, seconds");
+      sub.add_option("--gap", o->gap, "ILP relative optimality gap (0: exact; CBC only)");
+      sub.add_option("--solver", o->solver, "intra-op solver: auto (the frontier DP, CBC where it cannot), dp or cbc")
+          ->check(CLI::IsMember({"auto", "dp", "cbc"}));
       return [o] { return run_search_command(*o); };
     }};
 

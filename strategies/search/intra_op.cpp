@@ -656,10 +656,12 @@ IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options)
     res.status = s.status;
     res.min_memory = s.min_feasible_memory;
     res.message = s.message;
+    res.solved_by_cbc = s.solved_by == IlpSolver::cbc;
     return res;
   }
   res = summarise(b, r, s.choice);
   res.status = s.status;
+  res.solved_by_cbc = s.solved_by == IlpSolver::cbc;
   for (const auto& st : b.strategies()) {
     double w = INFINITY, a = INFINITY;
     for (const auto& x : st) w = std::min(w, x.weight_mem), a = std::min(a, x.act_mem);

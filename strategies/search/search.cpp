@@ -115,6 +115,7 @@ class Searcher {
     const double dt = since(t0);
     timings_.intra_op_s += dt;
     ++timings_.ilp_solves;
+    timings_.cbc_solves += r.solved_by_cbc ? 1 : 0;
     if ((r.feasible && r.status != IlpStatus::optimal) || r.status == IlpStatus::unknown) ++timings_.unproven;
     if (std::getenv("CLUSTERSIM_SEARCH_TRACE"))
       std::fprintf(stderr, "ilp %zu blocks, %lld samples, submesh %s, mesh %lldx%lld, in flight %d: %s %.4f s, %d nodes %d leaders %d edges, %.3f s\n",
@@ -349,6 +350,7 @@ class Searcher {
     IntraOpResult r = solve_intra_op(problem(g, blocks, mesh, B, inflight, StrategySpace::megatron, zero), ilp_);
     timings_.intra_op_s += since(t0);
     ++timings_.ilp_solves;
+    timings_.cbc_solves += r.solved_by_cbc ? 1 : 0;
     if ((r.feasible && r.status != IlpStatus::optimal) || r.status == IlpStatus::unknown) ++timings_.unproven;
     auto pos = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first > inflight; });
     return entries.insert(pos, {inflight, std::move(r)})->second;

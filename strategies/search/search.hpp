@@ -64,6 +64,7 @@ struct SearchPlan {
 struct SearchTimings {
   double clustering_s = 0, intra_op_s = 0, inter_op_s = 0, manual_s = 0, total_s = 0;
   int ilp_solves = 0, cache_hits = 0, candidates = 0;
+  int cbc_solves = 0;  // of ilp_solves, those CBC solved (the rest: the frontier DP)
   int unproven = 0;
   int dp_rounds = 0;  // extra DP runs after refining lower-bound stage latencies  // ILPs stopped by the time limit with a feasible, unproven solution
 };

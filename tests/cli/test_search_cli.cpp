@@ -78,3 +78,30 @@ TEST_CASE("run follows a scenario plan that asks for the search or names a plan 
   CHECK(nlohmann::json::parse(f.output)["iteration_time_s"].get<double>() ==
         Approx(found["iteration_time_s"].get<double>()).epsilon(1e-12));
 }
+
+TEST_CASE("search finds the same plan with the frontier DP and with CBC", "[cli][search]") {
+  // Both solve every intra-op ILP exactly, so the plan files agree byte for byte; the
+  // scenario is tight enough on memory (16 GB, fp16 Adam) that stages are constrained.
+  const fs::path dir = fs::temp_directory_path() / "clustersim-search-solvers";
+  fs::create_directories(dir);
+  const fs::path scenario = dir / "s.json";
+  std::ofstream(scenario) << R"({
+  "name": "search-solvers-test",
+  "model": {"family": "gpt", "hidden": 2048, "layers": 4, "heads": 16, "seq_len": 1024, "vocab": 8192},
+  "training": {"global_batch": 64, "micro_batch": 1, "precision": "mixed-fp16"},
+  "cluster": {"gpu": "v100-sxm2-16gb", "nodes": 1, "gpus_per_node": 4, "intra_node": {"fabric": "nvlink-mesh"}},
+  "plan": {"dp": 4, "tp": 1, "pp": 1}
+})";
+  const auto dp = run_binary("search " + scenario.string() + " -o " + (dir / "dp.json").string() + " --solver dp --clusters 3");
+  const auto cbc = run_binary("search " + scenario.string() + " -o " + (dir / "cbc.json").string() + " --solver cbc --clusters 3");
+  INFO(dp.output << cbc.output);
+  REQUIRE(dp.code == 0);
+  REQUIRE(cbc.code == 0);
+  CHECK_THAT(dp.output, Catch::Contains(", 0 of them by CBC"));
+  CHECK_THAT(cbc.output, !Catch::Contains(", 0 of them by CBC"));
+  std::ifstream a(dir / "dp.json"), b(dir / "cbc.json");
+  const std::string da((std::istreambuf_iterator<char>(a)), {}), db((std::istreambuf_iterator<char>(b)), {});
+  CHECK(da == db);
+  const auto bad = run_binary("search " + scenario.string() + " --solver simplex");
+  CHECK(bad.code == 2);
+}
