@@ -391,6 +391,19 @@ class Builder {
     if (s.kind != "follow") s.kind += fmt::format("+zero-{}", zero);
   }
 
+  // One strategy per ZeRO level offered for `params` parameters replicated over the data
+  // axes of `sync`: s plus that level's weight update cost and weight memory.
+  void push_weight_update_variants(const Strategy& s, double params, const std::array<Dim, 2>& sync, Seconds forward,
+                                   Seconds backward, std::vector<Strategy>& out) const {
+    for (int z : zero_levels(params, data_ways(sync))) {
+      Strategy v = s;
+      v.cost += weight_update(params, sync, z, forward, backward);
+      v.weight_mem = weight_memory(params, data_ways(sync), z);
+      mark_zero(v, sync, z);
+      out.push_back(std::move(v));
+    }
+  }
+
   bool megatron_allows(const Op& op, const std::array<Dim, 2>& on, bool matmul) const {
     if (p_.space != StrategySpace::megatron) return true;
     if (m_.axes[0].size > 1 && on[0] != Dim::rows) return false;
@@ -446,13 +459,7 @@ class Builder {
         wspec.on[std::size_t(a)] = on[std::size_t(a)] == Dim::contract ? Dim::rows : (on[std::size_t(a)] == Dim::cols ? Dim::cols : Dim::none);
       s.name = spec_name(s.out) + " = " + spec_name(s.in) + " x " + spec_name(wspec) + comm;
       s.kind = kind_of(m_, on, true);
-      for (int z : zero_levels(params, data_ways(sync))) {
-        Strategy v = s;
-        v.cost += weight_update(params, sync, z, forward, backward);
-        v.weight_mem = weight_memory(params, data_ways(sync), z);
-        mark_zero(v, sync, z);
-        out.push_back(std::move(v));
-      }
+      push_weight_update_variants(s, params, sync, forward, backward, out);
     }
   }
 
@@ -485,13 +492,7 @@ class Builder {
         table.on[std::size_t(a)] = on[std::size_t(a)] == Dim::contract ? Dim::rows : (on[std::size_t(a)] == Dim::cols ? Dim::cols : Dim::none);
       s.name = spec_name(s.out) + " = lookup " + spec_name(table) + comm;
       s.kind = kind_of(m_, on, false);
-      for (int z : zero_levels(params, data_ways(on))) {
-        Strategy v = s;
-        v.cost += weight_update(params, on, z, forward, backward);
-        v.weight_mem = weight_memory(params, data_ways(on), z);
-        mark_zero(v, on, z);
-        out.push_back(std::move(v));
-      }
+      push_weight_update_variants(s, params, on, forward, backward, out);
     }
   }
 

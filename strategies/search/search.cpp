@@ -383,11 +383,11 @@ class Searcher {
           Submesh sub = per < gpn ? Submesh{1, per} : Submesh{per / gpn, gpn};
           if (sub.devices() != per || (per < gpn && (per & (per - 1)) != 0) || sub.gpus % tp != 0) continue;
           for (const std::string schedule : {"1f1b", "gpipe"}) {
-            // With B >= pp every GPipe stage keeps at least as many micro-batches in
-            // flight as under 1F1B: its feasible set is a subset, its ILP optimum no
-            // faster, Eq. 2 the same, so it cannot beat the 1F1B plan of the same
-            // knobs (ties go to 1F1B) and is skipped. With B < pp GPipe keeps fewer on
-            // the first stages and may fit where 1F1B does not.
+            // Every GPipe stage keeps B >= min(B, pp - j) micro-batches in flight, as
+            // many as under 1F1B or more: its feasible set is a subset, its ILP optimum
+            // no faster, Eq. 2 the same, so it cannot beat the 1F1B plan of the same
+            // knobs (ties go to 1F1B). With B >= pp it is skipped to save the solves;
+            // with B < pp (rare) it is costed, to show it.
             if (schedule == "gpipe" && B >= pp) continue;
             // ZeRO shards the weight update over data parallelism: levels > 0 need dp > 1.
             // (ZeRO-1 ties ZeRO-2's time with more memory; enumerated for completeness.)
