@@ -65,6 +65,9 @@ struct SNode {
   bool follows = false;  // follows pred
   Tensor in, out;
   double saved_input = 0;  // saved copies of this matmul's input (graph markers)
+  // The output projection whose weight is the word embedding's (tied) in a stage that
+  // also holds the embedding: the embedding's strategy holds and updates the weight.
+  bool tied = false;
 };
 
 struct Strategy {
@@ -161,14 +164,20 @@ class Builder {
     const double e = g.activation_bytes;
     const i64 T = g.micro_batch * g.tokens_per_sample;
     int last = -1, last_matmul = -1;
+    bool has_embedding = false;
     for (int bi : p_.blocks) {
       const Block& b = g.blocks[std::size_t(bi)];
+      const bool post = std::find(g.post.begin(), g.post.end(), bi) != g.post.end();
       const int block_input = last;
       int last_residual = -1;
       for (const Op& op : b.ops) {
         SNode n;
         n.op = &op;
         n.pred = last;
+        has_embedding = has_embedding || op.kind == OpKind::embedding;
+        // Tied embeddings (Megatron keeps one copy when the first and last stage coincide).
+        n.tied = post && has_embedding && g.tied_params > 0 && op.kind == OpKind::matmul && op.weight &&
+                 op.params == g.tied_params;
         switch (op.kind) {
           case OpKind::tp_enter:
           case OpKind::tp_exit: continue;  // Megatron's markers; the search places its own collectives
@@ -450,7 +459,7 @@ class Builder {
         if (on[std::size_t(a)] == Dim::cols) s.cost += coll(c_, m_, a, Collective::all_reduce, in_bytes);
       }
       const double wshard = double(ns * ks * (expert_split ? rs : 1));
-      const double params = op.params / wshard;
+      const double params = (n.tied ? 0.0 : op.params) / wshard;
       std::array<Dim, 2> sync = on;  // the data axes: the weight is replicated where rows split
       if (expert_split) sync = {Dim::none, Dim::none};
       s.act_mem = (op.saved_bytes + n.saved_input) / double(rs * ks);

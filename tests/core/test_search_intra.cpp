@@ -228,3 +228,42 @@ TEST_CASE("intra-op: ZeRO memory per device in closed form", "[search][intra][ze
   REQUIRE(full.feasible);
   CHECK(full.latency <= std::min({r[0].latency, r[2].latency, r[3].latency}) * (1 + 1e-12));
 }
+
+TEST_CASE("intra-op: tied embeddings are held once when the embedding and the head share a stage", "[search][intra]") {
+  // A one-layer GPT whose output projection is the word embedding (V x H). On one GPU in a
+  // single stage the plan holds that weight once: the weight memory drops by exactly
+  // V H x (weight + gradient + master + optimizer state bytes) against the untied model,
+  // and the stage's other ops are unchanged.
+  const ClusterModel c = one_node_cluster();
+  auto graph = [](bool tied) {
+    ModelSpec m;
+    m.family = ModelFamily::gpt;
+    m.hidden = 1024;
+    m.layers = 1;
+    m.heads = 16;
+    m.kv_heads = 16;
+    m.seq_len = 1024;
+    m.vocab = 32000;
+    m.ffn_hidden = 4096;
+    m.tie_embeddings = tied;
+    return build_model_graph(m, 2, 2);
+  };
+  const ModelGraph tied = graph(true), untied = graph(false);
+  auto solve = [&](const ModelGraph& g, std::vector<int> blocks) {
+    IntraOpProblem p = problem(c, g, INFINITY, 8);
+    p.blocks = std::move(blocks);
+    p.mesh = make_logical_mesh(c, 1, 1, 1, 1);
+    const IntraOpResult r = solve_intra_op(p);
+    REQUIRE(r.feasible);
+    return r;
+  };
+  const auto rules = precision_rules(Precision::mixed_bf16, OptimizerKind::adam);
+  const double per_param = rules.weight_bytes + rules.grad_bytes + rules.master_bytes + rules.optimizer_state_bytes +
+                           rules.autocast_copy_bytes;
+  const double VH = 32000.0 * 1024;
+  const IntraOpResult a = solve(tied, {0, 1, 2}), b = solve(untied, {0, 1, 2});
+  INFO("tied " << a.weight_memory << " B, untied " << b.weight_memory << " B, expected difference " << VH * per_param);
+  CHECK(b.weight_memory - a.weight_memory == Approx(VH * per_param).epsilon(1e-12));
+  // Split over two stages each stage keeps its copy (Megatron's first and last stage).
+  CHECK(solve(tied, {1, 2}).weight_memory == Approx(solve(untied, {1, 2}).weight_memory).epsilon(1e-12));
+}
