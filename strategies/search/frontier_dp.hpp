@@ -21,7 +21,7 @@ namespace clustersim::search {
 
 struct FrontierDpLimits {
   std::size_t max_states = std::size_t(1) << 14;  // frontier assignments alive at once
-  std::size_t max_points = std::size_t(1) << 25;  // transitions, and Pareto points stored over the whole solve
+  std::size_t max_points = std::size_t(1) << 24;  // transitions, and Pareto points stored over the whole solve (each at most ~30 bytes)
 };
 
 // The optimum of `r` (status optimal or infeasible, the choice, objective, peak memory,
