@@ -6,23 +6,30 @@
 //   - it adds cost_t[a_lead(t)] and, if live, memory_t[a_lead(t)];
 //   - every edge whose later end is t adds R[a_lead(src), a_lead(dst)];
 //   - leaders that no later node or edge touches leave the frontier.
-// Each visit is a list of transitions (old frontier state, pick) -> new frontier state
-// with the cost and memory it adds, built once per request.
+// Each visit enumerates transitions (old frontier state, pick) -> new frontier state with
+// the cost and memory they add; the memory-constrained passes store them once per request.
+// Strategies of a leader that an equivalent strategy (same resharding costs on every edge
+// of its group) dominates are dropped first: no optimum needs them.
 //
 // Without a memory budget this is Viterbi: one value per frontier state. With a budget:
-//   1. The memory-free optimum; if it fits, done.
+//   1. The memory-free optimum; if it fits, done. If even the least memory overflows,
+//      infeasible (that least memory is the smallest budget that would fit).
 //   2. Lagrangian relaxation: for lambda >= 0, min_x cost(x) + lambda (mem(x) - M) is a
 //      lower bound of the optimum, and every x it yields that fits is an upper bound.
 //      Backward passes give, per node and frontier state, the least cost (+ lambda
-//      memory) of the rest; lambda is bisected on the sign of mem(x_lambda) - M.
-//      If the bounds meet, the fitting x is optimal.
-//   3. Otherwise a forward pass keeps, per frontier state, the Pareto set of partial
+//      memory) of the rest; lambda is bisected on the sign of mem(x_lambda) - M. Every
+//      pair of the solutions seen is also mixed at every cut (identical layers switch
+//      all at once under one lambda, the optimum usually mixes them). If the bounds
+//      meet, the incumbent is optimal.
+//   3. Otherwise forward passes keep, per frontier state, the Pareto set of partial
 //      (cost, memory) pairs, dropping a partial solution only when another in the same
 //      state is no worse in both, when the least memory of the rest cannot fit, or when
 //      its cost plus a lower bound of the rest (step 2's cost-to-go, with and without
-//      lambda) exceeds the best fitting solution known. So the result is the optimum.
+//      lambda) exceeds a cut: first 1/8 and 1/2 of the way from the lower to the upper
+//      bound (a solution found at or below the cut is optimal), then the upper bound.
 // Everything is deterministic: ties go to the earliest generated candidate, and the
-// generation order depends on the request only.
+// generation order depends on the request only. CLUSTERSIM_DP_TRACE=1 prints the bounds
+// (tests/core/test_frontier_dp.cpp reads those lines).
 #include "strategies/search/frontier_dp.hpp"
 
 #include <algorithm>
