@@ -8,8 +8,9 @@
 // with CBC and with exhaustive enumeration).
 //
 // It knows nothing of graphs either; `solve_ilp` tries it first and falls back to CBC
-// when a request is outside its reach (more than one liveness step, a follower before
-// its leader, negative memory, or a frontier or Pareto set above the limits below).
+// when a request is outside its reach (more than one liveness step or a node listed
+// twice in it, a follower before its leader, negative memory, or a frontier or Pareto
+// set above the limits below).
 #pragma once
 #include <cstddef>
 #include <optional>
