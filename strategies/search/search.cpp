@@ -33,7 +33,8 @@ struct Key {
   std::vector<int> blocks;
   i64 samples, hosts, gpus, d0, d1;
   int space;
-  auto tie() const { return std::tie(blocks, samples, hosts, gpus, d0, d1, space); }
+  int zero = 0;  // the manual space's ZeRO level
+  auto tie() const { return std::tie(blocks, samples, hosts, gpus, d0, d1, space, zero); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -91,25 +92,36 @@ class Searcher {
     return p;
   }
 
-  // The intra-op optimum of a stage candidate with `inflight` micro-batches live.
-  const IntraOpResult& stage(const ModelGraph& g, const std::vector<int>& blocks, i64 B, const Submesh& sub, i64 d0,
-                             i64 d1, int inflight, StrategySpace space) {
-    Key k{blocks, g.micro_batch, sub.hosts, sub.gpus, d0, d1, int(space)};
-    auto& entries = cache_[k];  // sorted by in-flight count
+  using Entries = std::vector<std::pair<int, IntraOpResult>>;  // per key, by in-flight count
+
+  // The cached result that is exact for `inflight` micro-batches in flight (see the top
+  // of this file), else nullptr; `lower` (optional) receives the latency at the largest
+  // smaller in-flight count solved, a lower bound.
+  const IntraOpResult* reusable(const Entries& entries, int inflight, double* lower = nullptr) const {
+    if (lower) *lower = 0;
     const IntraOpResult* base = nullptr;
     for (const auto& [s0, r] : entries)
       if (s0 <= inflight) base = &r;
-    if (base) {
-      // inflight 0 is the memory-free problem: its solution is reused as is.
-      if (inflight == 0 || !base->feasible ||
-          base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12)) {
-        ++timings_.cache_hits;
-        return *base;
-      }
+    if (!base) return nullptr;
+    // inflight 0 is the memory-free problem: its solution is reused as is.
+    if (inflight == 0 || !base->feasible || base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12))
+      return base;
+    if (lower) *lower = base->latency;
+    return nullptr;
+  }
+
+  // The intra-op optimum of a stage candidate with `inflight` micro-batches live (`zero`:
+  // the ZeRO level of the manual space).
+  const IntraOpResult& stage(const ModelGraph& g, const std::vector<int>& blocks, i64 B, const Submesh& sub, i64 d0,
+                             i64 d1, int inflight, StrategySpace space, int zero = 0) {
+    Entries& entries = cache_[Key{blocks, g.micro_batch, sub.hosts, sub.gpus, d0, d1, int(space), zero}];
+    if (const IntraOpResult* r = reusable(entries, inflight)) {
+      ++timings_.cache_hits;
+      return *r;
     }
     const auto t0 = Clock::now();
     const LogicalMesh mesh = make_logical_mesh(cluster_, sub.hosts, sub.gpus, d0, d1);
-    IntraOpProblem prob = problem(g, blocks, mesh, B, inflight, space);
+    IntraOpProblem prob = problem(g, blocks, mesh, B, inflight, space, zero);
     if (inflight == 0) prob.memory_budget = INFINITY;  // the memory-free optimum: a lower bound
     IntraOpResult r = solve_intra_op(prob, ilp_);
     const double dt = since(t0);
@@ -152,24 +164,6 @@ class Searcher {
     st.kind_counts = r.kind_counts;
     st.decisions = r.decisions;
     return st;
-  }
-
-  // The exact result for `inflight` micro-batches in flight when the cache already
-  // implies it (see the top of this file), else nullptr; `lower` receives the best lower
-  // bound the cache gives (the latency at the largest smaller in-flight count solved).
-  const IntraOpResult* cached(const Key& k, int inflight, double* lower) {
-    *lower = 0;
-    auto it = cache_.find(k);
-    if (it == cache_.end()) return nullptr;
-    const IntraOpResult* base = nullptr;
-    for (const auto& [s0, r] : it->second)
-      if (s0 <= inflight) base = &r;
-    if (!base) return nullptr;
-    if (inflight == 0 || !base->feasible ||
-        base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12))
-      return base;
-    *lower = base->latency;
-    return nullptr;
   }
 
   using CandKey = std::tuple<int, int, int, int>;  // first layer, last layer, submesh, stages from the end
@@ -222,7 +216,7 @@ class Searcher {
       } else if (u.weight_memory + inflight * u.activation_memory > budget_ * (1 + 1e-12)) {
         const Key k{blocks, pb.g->micro_batch, sm.hosts, sm.gpus, d0, d1, int(StrategySpace::full)};
         double lower = 0;
-        if (const IntraOpResult* r = cached(k, inflight, &lower)) {
+        if (const IntraOpResult* r = reusable(cache_[k], inflight, &lower)) {
           v.t = r->feasible ? r->latency : INFINITY;
         } else if (refine) {
           const IntraOpResult& r2 = stage(*pb.g, blocks, pb.B, sm, d0, d1, inflight, StrategySpace::full);
@@ -331,31 +325,6 @@ class Searcher {
     return best;
   }
 
-  // A stage of the manual baseline: Megatron's space at ZeRO level `zero`. Cached like
-  // stage() (a solution optimal at s0 in flight that still fits at s > s0 is optimal at
-  // s; infeasible at s0 means infeasible at s), in a cache of its own keyed also by the
-  // ZeRO level.
-  const IntraOpResult& manual_stage(const ModelGraph& g, const std::vector<int>& blocks, i64 B, const Submesh& sub,
-                                    i64 dp, i64 tp, int inflight, int zero) {
-    auto& entries = manual_cache_[ManualKey{blocks, g.micro_batch, sub.hosts, sub.gpus, dp, tp, zero}];
-    const IntraOpResult* base = nullptr;
-    for (const auto& [s0, r] : entries)
-      if (s0 <= inflight) base = &r;
-    if (base && (!base->feasible || base->weight_memory + inflight * base->activation_memory <= budget_ * (1 + 1e-12))) {
-      ++timings_.cache_hits;
-      return *base;
-    }
-    const auto t0 = Clock::now();
-    const LogicalMesh mesh = make_logical_mesh(cluster_, sub.hosts, sub.gpus, dp, tp);
-    IntraOpResult r = solve_intra_op(problem(g, blocks, mesh, B, inflight, StrategySpace::megatron, zero), ilp_);
-    timings_.intra_op_s += since(t0);
-    ++timings_.ilp_solves;
-    timings_.cbc_solves += r.solved_by_cbc ? 1 : 0;
-    if ((r.feasible && r.status != IlpStatus::optimal) || r.status == IlpStatus::unknown) ++timings_.unproven;
-    auto pos = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first > inflight; });
-    return entries.insert(pos, {inflight, std::move(r)})->second;
-  }
-
   // Micro-batches in flight on stage j of pp (the memory check): 1F1B's warm-up keeps
   // pp - j (as the Alpa-style DP assumes), GPipe runs every forward before the first
   // backward and keeps all B. Eq. 2 gives both the same latency.
@@ -409,7 +378,7 @@ class Searcher {
                                           : int(g.pre.size() + std::size_t((j + 1) * (L / pp))) - 1;
                 const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
                 const int inflight = in_flight(schedule, B, pp, j);
-                const IntraOpResult& r = manual_stage(g, blocks, B, sub, dp, tp, inflight, zero);
+                const IntraOpResult& r = stage(g, blocks, B, sub, dp, tp, inflight, StrategySpace::megatron, zero);
                 if (!r.feasible) {
                   plan.feasible = false;
                   break;
@@ -428,17 +397,6 @@ class Searcher {
     return best;
   }
 
- private:
-  struct ManualKey {
-    std::vector<int> blocks;
-    i64 samples, hosts, gpus, dp, tp;
-    int zero;
-    auto tie() const { return std::tie(blocks, samples, hosts, gpus, dp, tp, zero); }
-    bool operator<(const ManualKey& o) const { return tie() < o.tie(); }
-  };
-  std::map<ManualKey, std::vector<std::pair<int, IntraOpResult>>> manual_cache_;
-
- public:
   SearchPlan evaluate(const SearchPlan& plan, const std::string& file) {
     if (plan.samples_per_micro_batch < 1 || s_.training.global_batch % plan.samples_per_micro_batch != 0)
       throw InputError(file, "/samples_per_micro_batch",
@@ -521,7 +479,7 @@ class Searcher {
   IlpOptions ilp_;
   double budget_ = 0;
   std::map<i64, ModelGraph> graphs_;
-  std::map<Key, std::vector<std::pair<int, IntraOpResult>>> cache_;
+  std::map<Key, Entries> cache_;
   std::vector<Submesh> subs_;
 };
 
