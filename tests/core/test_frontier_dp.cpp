@@ -411,21 +411,28 @@ void report(const std::string& line) {
   if (std::getenv("CLUSTERSIM_DP_TEST_COUNTS")) std::printf("%s\n", line.c_str());
 }
 
+// Draws `trials` requests from `make` (seeded), gives each a budget and compares the DP
+// with CBC; CLUSTERSIM_DP_TEST_COUNTS prints the tallies.
+template <class Make>
+Tally compare_random(const std::string& what, std::uint64_t seed, int trials, Make make) {
+  Rng g(seed);
+  Tally t;
+  TraceCapture trace;
+  for (int trial = 0; trial < trials; ++trial) {
+    IlpRequest r = make(g);
+    const IlpResult free = set_budget(g, r);
+    INFO(what << " trial " << trial << ": " << r.nodes.size() << " nodes");
+    compare(r, free, trace, t);
+  }
+  report(describe(what.c_str(), t));
+  return t;
+}
+
 }  // namespace
 
 TEST_CASE("frontier dp: 300 random stage-like requests match CBC", "[ilp][dp][random]") {
-  Rng g(20240611);
-  Tally t;
-  TraceCapture trace;
-  for (int trial = 0; trial < 300; ++trial) {
-    IlpRequest r = stage_like(g);
-    const IlpResult free = set_budget(g, r);
-    INFO("stage-like trial " << trial << ": " << r.nodes.size() << " nodes");
-    compare(r, free, trace, t);
-  }
-  const std::string line = describe("stage-like", t);
-  report(line);
-  INFO(line);
+  const Tally t = compare_random("stage-like", 20240611, 300, stage_like);
+  INFO(describe("stage-like", t));
   // The counts below hold with margin (they depend on the standard library's distributions).
   CHECK(t.constrained >= 150);
   CHECK(t.closed >= 10);
@@ -437,18 +444,8 @@ TEST_CASE("frontier dp: 300 random stage-like requests match CBC", "[ilp][dp][ra
 }
 
 TEST_CASE("frontier dp: 160 requests of identical repeated layers match CBC", "[ilp][dp][random]") {
-  Rng g(777);
-  Tally t;
-  TraceCapture trace;
-  for (int trial = 0; trial < 160; ++trial) {
-    IlpRequest r = layered(g);
-    const IlpResult free = set_budget(g, r);
-    INFO("layered trial " << trial << ": " << r.nodes.size() << " nodes");
-    compare(r, free, trace, t);
-  }
-  const std::string line = describe("layered", t);
-  report(line);
-  INFO(line);
+  const Tally t = compare_random("layered", 777, 160, layered);
+  INFO(describe("layered", t));
   CHECK(t.constrained >= 80);
   CHECK(t.unconstrained >= 10);
   CHECK(t.infeasible >= 10);
