@@ -2,6 +2,8 @@
 #pragma once
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <sys/wait.h>
 
@@ -23,6 +25,13 @@ inline CliResult run_cli(const std::string& args, bool merge_stderr = true) {
   while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Writes `text` to a file named after `name` in the temporary folder; returns its path.
+inline std::filesystem::path write_temp(const std::string& name, const std::string& text) {
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("clustersim-test-" + name);
+  std::ofstream(p) << text;
+  return p;
 }
 
 }  // namespace clustersim::test

@@ -15,11 +15,7 @@ using Result = clustersim::test::CliResult;
 
 Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
-fs::path write_temp(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / ("clustersim-test-" + name);
-  std::ofstream(p) << text;
-  return p;
-}
+using clustersim::test::write_temp;
 }  // namespace
 
 TEST_CASE("run with no file uses the built-in default scenario", "[cli]") {

@@ -22,11 +22,7 @@ using Result = clustersim::test::CliResult;
 
 Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
-fs::path write_temp(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / ("clustersim-test-" + name);
-  std::ofstream(p) << text;
-  return p;
-}
+using clustersim::test::write_temp;
 
 // all-gather on 2..8 ranks: time = (n-1) alpha + (n-1)/n bytes / busbw.
 json synthetic_all_gather(double alpha, double busbw) {
