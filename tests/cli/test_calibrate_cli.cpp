@@ -25,7 +25,7 @@ nlohmann::json without_sources(nlohmann::json p) {
 }
 }  // namespace
 
-TEST_CASE("calibrate import stores samples once; fit --db equals fit from the files", "[cli][calibration]") {
+TEST_CASE("calibrate import stores samples once, fit --db equals fit from the files", "[cli][calibration]") {
   const std::string data = std::string(CLUSTERSIM_SOURCE_DIR) + "/calibration/data/h100-sxm5-80gb/";
   const std::string files = data + "microbench-2026-11-26.json --attention " + data + "sdpa-flash-2026-11-26.json";
   const fs::path dir = fs::temp_directory_path() / "clustersim-calibrate-test";

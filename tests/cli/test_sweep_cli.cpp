@@ -32,11 +32,7 @@ fs::path fresh_db(const std::string& name) {
   return p;
 }
 
-fs::path write_temp(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / ("clustersim-cli-" + name);
-  std::ofstream(p) << text;
-  return p;
-}
+using clustersim::test::write_temp;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -59,7 +55,7 @@ Summary summary(const std::string& out) {
 const std::string source = CLUSTERSIM_SOURCE_DIR;
 }  // namespace
 
-TEST_CASE("a sweep stores every point once; a rerun skips them all", "[sweep-cli]") {
+TEST_CASE("a sweep stores every point once, a rerun skips them all", "[sweep-cli]") {
   const auto db = fresh_db("plans.db");
   const auto first = run("sweep " + source + "/sweeps/gpt-1.3b-plans.json --db " + db.string() + " --jobs 2");
   INFO(first.output);

@@ -58,7 +58,7 @@ TEST_CASE("a grid of a list, a range and a zipped pair expands last axis fastest
   CHECK(diag.ok());
 }
 
-TEST_CASE("arithmetic ranges keep integers; fractional steps give numbers", "[sweep]") {
+TEST_CASE("arithmetic ranges keep integers, fractional steps give numbers", "[sweep]") {
   const auto a = parse_ok(json::parse(R"({"base": "default", "axes": [
       {"field": "/training/global_batch", "range": {"from": 128, "to": 512, "step": 128}}]})"));
   CHECK(a.axes[0].values[0] == std::vector<json>{128, 256, 384, 512});

@@ -68,7 +68,7 @@ TEST_CASE("a new database gets the current schema, WAL and foreign keys", "[resu
   CHECK(db.integrity_check() == "ok");
 }
 
-TEST_CASE("scenarios, plans and hardware are stored once; runs reference them", "[results]") {
+TEST_CASE("scenarios, plans and hardware are stored once, runs reference them", "[results]") {
   const auto file = fresh("runs.db");
   Database db(file.string(), Database::Mode::read_write);
   const auto sc = clustersim::to_json(clustersim::default_scenario());

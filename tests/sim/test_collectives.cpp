@@ -89,7 +89,7 @@ TEST_CASE("all-gather, tree and hierarchical all-reduce match their closed forms
   CHECK(t_h == Approx(h).epsilon(0.01));
 }
 
-TEST_CASE("two all-reduces sharing one NIC take twice as long; the estimator misses it", "[sim][contention]") {
+TEST_CASE("two all-reduces sharing one NIC take twice as long, the estimator misses it", "[sim][contention]") {
   // Two nodes of 2 GPUs with a single NIC each. Group A = GPU 0 of each node, group B =
   // GPU 1 of each node: both rings cross the network through the same two NICs.
   const ClusterModel c = cluster(2, 2, 1);
