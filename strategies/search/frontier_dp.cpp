@@ -431,7 +431,7 @@ std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vec
     }
     pts = std::move(next);
     stored += pts.size();
-    if (std::getenv("CLUSTERSIM_DP_TRACE") && t % 20 == 0) std::fprintf(stderr, "pareto node %d: %zu points, %zu stored\n", t, pts.size(), stored);
+    if (t % 20 == 0 && std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "pareto node %d: %zu points, %zu stored\n", t, pts.size(), stored);
     if (stored > lim.max_points) return std::nullopt;
   }
   if (pts.empty()) return std::vector<StrategyIdx>{};
