@@ -63,7 +63,7 @@ struct Dims {
 
 // Residual add, with Megatron's fused bias-dropout-add when dropout is on. Under
 // sequence parallelism it runs on the sequence shard.
-Op residual(const std::string& name, const Dims& d) {
+Op residual_op(const std::string& name, const Dims& d) {
   if (d.eager) {
     // x (residual dtype) + branch (activation dtype) -> residual dtype. Backward casts
     // the gradient for the branch and adds the two gradients flowing into x.
@@ -82,6 +82,20 @@ Op residual(const std::string& name, const Dims& d) {
   return memory_op(name + "-residual-add", Split::seq, 3 * d.TH() * d.e, 0, 0);
 }
 
+Op residual(const std::string& name, const Dims& d) {
+  Op op = residual_op(name, d);
+  op.role = OpRole::residual;
+  return op;
+}
+
+// Activations kept for the preceding matmul's backward (its input), as a marker op.
+Op saved_marker(std::string name, Split split, double saved) {
+  Op op = memory_op(std::move(name), split, 0, 0, saved);
+  op.kernels = 0;
+  op.role = OpRole::saved_marker;
+  return op;
+}
+
 // Norm over the residual stream; under autocast it runs in fp32 and a cast kernel makes
 // the 16-bit copy the next matmul reads (and casts its gradient back).
 void norm(std::vector<Op>& ops, const std::string& name, const Dims& d, bool rms) {
@@ -89,6 +103,7 @@ void norm(std::vector<Op>& ops, const std::string& name, const Dims& d, bool rms
   // and reduces the weight gradients.
   ops.push_back(memory_op(name, Split::seq, 2 * d.TH() * d.r, 3 * d.TH() * d.r, d.TH() * d.r, rms ? d.H : 2.0 * d.H));
   ops.back().memory_kind = MemoryKind::norm;
+  ops.back().role = OpRole::row_reduction;
   if (d.eager) ops.back().kernels = 2;  // eager backward: input grad and gamma/beta grad kernels
   if (d.casts) ops.push_back(memory_op(name + "-cast", Split::seq, d.TH() * (d.r + d.e), d.TH() * (d.r + d.e), 0));
 }
@@ -127,8 +142,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
   ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
   // The saved input of a column-parallel matmul is the replicated activation: it is
   // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
-  ops.push_back(memory_op("qkv-input-saved", Split::seq, 0, 0, d.TH() * d.e));
-  ops.back().kernels = 0;
+  ops.push_back(saved_marker("qkv-input-saved", Split::seq, d.TH() * d.e));
   if (bias) bias_grad(ops, "qkv", d, n_qkv, Split::column);
   if (llama) {
     if (d.eager) {
@@ -168,13 +182,13 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     const double probs = double(d.B) * d.A * d.S * d.S;  // elements of the score matrix
     // Q, K and V are kept even under selective recompute (they are what it restarts
     // from), so they are saved on a marker op outside the core.
-    ops.push_back(memory_op("qkv-output-saved", Split::heads, 0, 0, q_bytes + 2 * kv_bytes));
-    ops.back().kernels = 0;
+    ops.push_back(saved_marker("qkv-output-saved", Split::heads, q_bytes + 2 * kv_bytes));
     Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, d.D, false, Split::heads, 0, 0);
     scores.core_attention = true;
     ops.push_back(scores);
     Op softmax = memory_op("scale-mask-softmax", Split::heads, 2 * probs * d.e, 3 * probs * d.e, probs * d.e);
     softmax.memory_kind = MemoryKind::softmax;
+    softmax.role = OpRole::row_reduction;
     softmax.core_attention = true;
     ops.push_back(softmax);
     if (d.p > 0) {
@@ -200,8 +214,7 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
   ops.push_back(comm("mlp-f", OpKind::tp_enter, d.TH() * d.e));
   if (llama) {
     ops.push_back(matmul("gate-up", 1, d.T(), 2 * d.F, d.H, true, Split::column, 2.0 * d.H * d.F, 0));
-    ops.push_back(memory_op("mlp-input-saved", Split::seq, 0, 0, d.TH() * d.e));
-    ops.back().kernels = 0;
+    ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.e));
     if (d.eager) {
       // silu(gate) then * up as two kernels; backward: the product's two gradients and
       // silu's. Saves gate, up and silu(gate).
@@ -214,8 +227,7 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
     ops.push_back(matmul("down", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H, ff * d.e));
   } else {
     ops.push_back(matmul("fc1", 1, d.T(), d.F, d.H, true, Split::column, double(d.H) * d.F + d.F, 0));
-    ops.push_back(memory_op("mlp-input-saved", Split::seq, 0, 0, d.TH() * d.e));
-    ops.back().kernels = 0;
+    ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.e));
     bias_grad(ops, "fc1", d, d.F, Split::column);
     ops.push_back(memory_op(d.eager ? "gelu" : "bias-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e));
     ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.e));
@@ -235,6 +247,7 @@ void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
   ops.push_back(matmul("router", 1, d.T(), E, d.H, true, Split::none, double(d.H) * E, d.TH() * d.e));
   ops.push_back(memory_op("router-softmax-topk", Split::none, 2.0 * d.T() * E * 4, 2.0 * d.T() * E * 4,
                           double(d.T()) * E * 4));
+  ops.back().role = OpRole::row_reduction;
   ops.push_back(memory_op("dispatch-permute", Split::none, d.TH() * d.e + buffer, d.TH() * d.e + buffer, 0));
   ops.push_back(comm("dispatch", OpKind::all_to_all, buffer));
   ops.push_back(comm("expert-f", OpKind::tp_enter, buffer));
@@ -293,14 +306,14 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   head.ops.push_back(comm("logits-f", OpKind::tp_enter, d.TH() * d.e));
   const double logits = double(d.T()) * d.V;
   head.ops.push_back(matmul("logits", 1, d.T(), d.V, d.H, true, Split::column, double(d.V) * d.H, 0));
-  head.ops.push_back(memory_op("logits-input-saved", Split::seq, 0, 0, d.TH() * d.e));
-  head.ops.back().kernels = 0;
+  head.ops.push_back(saved_marker("logits-input-saved", Split::seq, d.TH() * d.e));
   if (d.eager) {
     // PyTorch's log_softmax reads and writes the logits' dtype (fp32 accumulation). While
     // its backward runs, the caller still holds the logits, and nll_loss's dense
     // gradient and log_softmax's input gradient exist next to the saved output.
     head.ops.push_back(memory_op("cross-entropy", Split::column, 2 * logits * d.e, 3 * logits * d.e, logits * d.e));
     head.ops.back().memory_kind = MemoryKind::softmax;
+    head.ops.back().role = OpRole::row_reduction;
     head.transient_bytes = 3 * logits * d.e;
   } else {
     head.transient_bytes = logits * 4;  // the fp32 gradient of the logits
@@ -308,6 +321,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
     // fp32 softmax.
     head.ops.push_back(memory_op("cross-entropy", Split::column, logits * (d.e + 8), logits * (4 + d.e), logits * 4));
     head.ops.back().memory_kind = MemoryKind::softmax;
+    head.ops.back().role = OpRole::row_reduction;
     head.ops.back().kernels = 4;
   }
 
@@ -398,6 +412,7 @@ ModelGraph wresnet_graph(const ModelSpec& m, i64 micro_batch, double e) {
       if (first && (stride != 1 || cin != out)) conv_bn_relu(b.ops, "downsample", {B, size, size, cin, out, 1, stride}, e, false);
       const double o = double(B) * so * so * out * e;
       b.ops.push_back(memory_op("residual-add-relu", Split::none, 3 * o, 3 * o, o));
+      b.ops.back().role = OpRole::residual;
       b.output_bytes = o;
       g.blocks.push_back(b);
     }
@@ -416,6 +431,7 @@ ModelGraph wresnet_graph(const ModelSpec& m, i64 micro_batch, double e) {
                  double(B) * in_channels * e);
   head.ops.push_back(fc);
   head.ops.push_back(memory_op("cross-entropy", Split::none, double(B) * m.classes * 12, double(B) * m.classes * 8, 0));
+  head.ops.back().role = OpRole::row_reduction;
   g.blocks.push_back(head);
   g.post = {static_cast<int>(g.blocks.size()) - 1};
   return g;

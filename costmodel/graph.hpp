@@ -26,6 +26,16 @@ enum class OpKind {
   all_to_all,   // expert dispatch / combine over the expert-parallel group
 };
 
+// What an op is to the passes that transform the graph (the search's lowering, the
+// recompute rules): set by the graph builder, never inferred from the op's name.
+enum class OpRole {
+  plain,          // nothing beyond its kind
+  residual,       // adds a skip connection: reads the block input (or the previous residual)
+  row_reduction,  // statistics per row over the features (norm, softmax, loss): a split of
+                  // the features all-reduces them
+  saved_marker,   // no work: activations kept for the preceding matmul's backward
+};
+
 // How Megatron tensor parallelism (degree t) shards an op.
 enum class Split {
   none,     // replicated on every TP rank, never split
@@ -39,6 +49,7 @@ struct Op {
   std::string name;
   OpKind kind = OpKind::memory;
   Split split = Split::none;
+  OpRole role = OpRole::plain;
   bool expert = false;          // batch dimension = experts: split over the EP group
   bool core_attention = false;  // recomputed under selective recompute
   // matmul / attention shape. For attention: batch = b*heads, m = query length,

@@ -133,15 +133,33 @@ Seconds KernelModel::attention_backward(std::int64_t batch, std::int64_t m, std:
          2 * gpu_.efficiency.kernel_overhead;
 }
 
-Seconds KernelModel::memory(Bytes bytes, int kernels, MemoryKind kind) const {
-  if (bytes <= 0 && kernels <= 0) return 0;
-  const auto& e = gpu_.efficiency;
+namespace {
+struct MemoryRate {
+  double rate, half;  // bytes/s at full size; bytes at which half the rate is reached
+};
+MemoryRate memory_rate(const GpuProfile& gpu, MemoryKind kind) {
+  const auto& e = gpu.efficiency;
   const auto i = static_cast<std::size_t>(kind);
   const double eff = e.memory_by_kind[i] > 0 ? e.memory_by_kind[i] : e.memory;
   const double half = e.memory_by_kind[i] > 0 ? e.memory_half_size_by_kind[i] : e.memory_half_size;
-  // Rate ramps with size: bw * eff * bytes / (bytes + half)  =>  time below.
-  const double t = (bytes + (bytes > 0 ? half : 0.0)) / (gpu_.memory_bandwidth * eff);
-  return t + kernels * gpu_.efficiency.kernel_overhead;
+  return {gpu.memory_bandwidth * eff, half};
+}
+}  // namespace
+
+// Rate ramps with size: bw * eff * bytes / (bytes + half)  =>  (bytes + half) / (bw * eff).
+Seconds KernelModel::memory_stream(Bytes bytes, MemoryKind kind) const {
+  return bytes > 0 ? bytes / memory_rate(gpu_, kind).rate : 0.0;
+}
+
+Seconds KernelModel::memory_fixed(int kernels, MemoryKind kind) const {
+  const MemoryRate r = memory_rate(gpu_, kind);
+  return r.half / r.rate + kernels * gpu_.efficiency.kernel_overhead;
+}
+
+Seconds KernelModel::memory(Bytes bytes, int kernels, MemoryKind kind) const {
+  if (bytes <= 0 && kernels <= 0) return 0;
+  if (bytes <= 0) return kernels * gpu_.efficiency.kernel_overhead;
+  return memory_stream(bytes, kind) + memory_fixed(kernels, kind);
 }
 
 }  // namespace clustersim

@@ -35,6 +35,11 @@ class KernelModel {
   double attention_efficiency(std::int64_t batch, std::int64_t s, std::int64_t d, bool backward) const;
   // A memory-bound kernel (or `kernels` of them) moving `bytes` in total.
   Seconds memory(Bytes bytes, int kernels, MemoryKind kind = MemoryKind::elementwise) const;
+  // memory() is affine in the bytes moved (for bytes > 0): memory_stream(bytes) plus
+  // memory_fixed(kernels), the ramp's half size at full rate and the launch costs. Rules
+  // that a consumer sums op by op use the two parts to add the fixed part once.
+  Seconds memory_stream(Bytes bytes, MemoryKind kind = MemoryKind::elementwise) const;
+  Seconds memory_fixed(int kernels, MemoryKind kind = MemoryKind::elementwise) const;
 
   const GpuProfile& gpu() const { return gpu_; }
 

@@ -114,11 +114,6 @@ Seconds reshard(const ClusterModel& c, const LogicalMesh& m, const Spec& from, c
   return reshard_one_way(c, m, from, to, bytes) + reshard_one_way(c, m, to, from, bytes);
 }
 
-bool contains(const std::string& s, const char* w) { return s.find(w) != std::string::npos; }
-bool is_residual(const Op& op) { return contains(op.name, "residual") || contains(op.name, "bias-dropout-add"); }
-bool is_row_reduction(const Op& op) {
-  return contains(op.name, "norm") || contains(op.name, "softmax") || contains(op.name, "cross-entropy");
-}
 
 // Every assignment of the mesh axes (size > 1) to the given dims.
 std::vector<std::array<Dim, 2>> assignments(const LogicalMesh& m, const std::vector<Dim>& dims) {
@@ -207,8 +202,8 @@ class Builder {
             n.in = n.out;
             break;
           case OpKind::memory:
-            if (op.kernels == 0 && op.fwd_bytes == 0) {
-              // A marker of saved activations: the input of the preceding matmul.
+            if (op.role == OpRole::saved_marker) {
+              // Saved activations: the input of the preceding matmul.
               const int target = last_matmul >= 0 ? last_matmul : last;
               if (target >= 0) nodes_[std::size_t(target)].saved_input += op.saved_bytes;
               continue;
@@ -223,7 +218,7 @@ class Builder {
               n.out = {T, cols, b.output_bytes};
             }
             n.in = n.out;
-            if (is_residual(op)) {
+            if (op.role == OpRole::residual) {
               n.skip = last_residual >= 0 ? last_residual : block_input;
               last_residual = int(nodes_.size());
             }
@@ -562,7 +557,7 @@ class Builder {
     const Seconds backward = op.bwd_bytes > 0 ? km_.memory(op.bwd_bytes / sh, 2 * op.kernels) : 0.0;
     s.cost = forward + backward;
     std::string comm;
-    if (is_row_reduction(op) && cs > 1) {
+    if (op.role == OpRole::row_reduction && cs > 1) {
       // Statistics per row (mean/variance, max/sum) are all-reduced over the feature split.
       const double stats = double(p_.graph->micro_batch * p_.graph->tokens_per_sample) / double(rs) * 8;
       for (int a = 0; a < 2; ++a)
