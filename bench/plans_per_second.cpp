@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       const Estimator est = make_estimator(s);  // fresh caches every sweep
       const auto sweep_start = Clock::now();
       for (const auto& pp : plans) {
-        const Estimate e = est.estimate(pp.plan, pp.micro_batch, s.training.recompute);
+        const Prediction e = est.estimate(pp.plan, pp.micro_batch, s.training.recompute);
         checksum += e.iteration_time;
         if (e.fits && e.tokens_per_s > best) {
           best = e.tokens_per_s;

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   }
   const Scenario base = load_scenario(file);
   const auto run = [](const Scenario& s) {
-    const auto r = sim::simulate(s);
+    const auto r = sim::to_json(sim::simulate(s));
     const auto& st = r["simulator"];
     fmt::print("{:>6} GPUs  dp {:>3}  iteration {:8.3f} s (estimator {:8.3f} s)  wall {:7.2f} s  cpu {:7.2f} s  "
                "flows {:>9}  events {:>9}  {:>9.0f} events/cpu-s\n",

@@ -26,7 +26,7 @@ int run(const RunOptions& o) {
   if (!o.plan.empty()) return run_plan_file(s, o.plan, o.json);
   if (s.plan.searched()) return run_searched_plan(s, o.json);
   const Estimator est = make_estimator(s);
-  const Estimate e = est.estimate(s.plan);
+  const Prediction e = est.estimate(s.plan);
   if (o.json || !o.db.empty()) {
     nlohmann::json out = to_json(e);
     out["scenario"] = to_json(s);

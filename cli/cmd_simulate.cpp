@@ -37,7 +37,7 @@ int simulate_command(const SimulateOptions& o) {
   so.trace_file = o.trace;
   so.platform_file = o.platform;
   so.timeline_gpus = o.timeline;
-  nlohmann::json out = sim::simulate(s, so);
+  nlohmann::json out = sim::to_json(sim::simulate(s, so));
   out["tool"] = tool_json("simgrid");
   out["tool"]["simgrid_version"] = sim::simgrid_version();
   out["tool"]["network_model"] = out["simulator"]["network_model"];

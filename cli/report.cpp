@@ -7,7 +7,7 @@ namespace {
 std::string pct(double part, double whole) { return whole > 0 ? fmt::format("{:5.1f}%", 100 * part / whole) : "  -"; }
 }  // namespace
 
-std::string format_report(const Scenario& s, const Estimator& est, const Estimate& e) {
+std::string format_report(const Scenario& s, const Estimator& est, const Prediction& e) {
   const auto& c = est.cluster();
   const auto& m = s.model;
   const auto& p = s.plan;

@@ -6,5 +6,5 @@
 #include "strategies/estimator.hpp"
 
 namespace clustersim {
-std::string format_report(const Scenario& s, const Estimator& est, const Estimate& e);
+std::string format_report(const Scenario& s, const Estimator& est, const Prediction& e);
 }

@@ -23,8 +23,6 @@ namespace sg4 = simgrid::s4u;
 namespace clustersim::sim {
 namespace {
 using i64 = std::int64_t;
-// Megatron-LM's gradient bucket (40 M elements), as strategies/estimator.cpp assumes.
-constexpr double kBucketElements = 40e6;
 double now() { return sg4::Engine::get_clock(); }
 }  // namespace
 
@@ -36,8 +34,9 @@ struct Replay::Impl {
     sg4::MutexPtr mu = sg4::Mutex::create();
     sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
     struct Job {
-      bool gather = false;  // ZeRO-3 parameter all-gather, else a gradient bucket
+      bool gather = false;  // ZeRO-3 parameter all-gather (bytes), else a gradient bucket (params)
       Bytes bytes = 0;
+      double params = 0;
     };
     std::deque<Job> jobs;  // for the communication stream, in issue order
     bool no_more_jobs = false, comm_done = false;
@@ -53,7 +52,8 @@ struct Replay::Impl {
 
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
-  i64 rank(i64 s, i64 d, i64 t) const { return s * plan.dp * plan.tp + d * plan.tp + t; }
+  i64 rank(i64 s, i64 d, i64 t) const { return plan_rank(plan.dp, plan.tp, s, d, t); }
+  GradientSync sync(double params) const { return gradient_sync(params, plan.precision, plan.zero, plan.dp); }
   Group& group(i64 s, i64 d) { return groups[static_cast<std::size_t>(s * plan.dp + d)]; }
 
   void slice(const Group& g, Stream stream, const std::string& name, double t0, double t1) {
@@ -113,14 +113,13 @@ struct Replay::Impl {
   }
 
   // Pipeline send of the activation (forward) or its gradient (backward) of model chunk
-  // `chunk` to the neighbouring virtual stage. With tp > 1 each GPU sends 1/tp over its
-  // own path (Megatron's scatter-gather); the receiver all-gathers on arrival.
+  // `chunk` to the neighbouring virtual stage (rules.hpp pipeline_send: each
+  // tensor-parallel GPU sends its share; the receiver may all-gather on arrival).
   void send(Group& g, bool forward, i64 chunk, i64 mb) {
     const i64 p = plan.pp;
     const i64 vs = chunk * p + g.stage + (forward ? 1 : -1);
     const i64 to_stage = vs % p, to_chunk = vs / p;
-    const Bytes bytes = plan.stages[static_cast<std::size_t>(g.stage)].chunks[static_cast<std::size_t>(chunk)].send_bytes /
-                        double(plan.tp);
+    const Bytes bytes = plan.stages[static_cast<std::size_t>(g.stage)].chunks[static_cast<std::size_t>(chunk)].send.per_rank;
     const double t0 = now();
     CollectiveCall call{Collective::send_recv, bytes, {}, 
                         trace ? fmt::format("{} mb{} to stage {}", forward ? "act" : "grad", mb, to_stage) : std::string()};
@@ -141,9 +140,9 @@ struct Replay::Impl {
       while (!g.arrived.count(key)) g.cv->wait(lock);
       g.arrived.erase(key);
     }
-    if (plan.tp > 1 && !plan.sequence_parallel) {
+    const Bytes act = plan.stages[static_cast<std::size_t>(g.stage)].chunks[static_cast<std::size_t>(chunk)].send.gather_after;
+    if (act > 0) {
       const double t0 = now();
-      const Bytes act = plan.stages[static_cast<std::size_t>(g.stage)].chunks[static_cast<std::size_t>(chunk)].send_bytes;
       const std::string label = trace ? fmt::format("gather {} mb{}", forward ? "act" : "grad", mb) : std::string();
       run_collective(net, plan.collectives, {Collective::all_gather, act, {g.ranks}, label});
       g.st.pp_comm += now() - t0;
@@ -151,9 +150,9 @@ struct Replay::Impl {
     }
   }
 
-  void post_bucket(Group& g, Bytes bytes, bool last) {
+  void post_bucket(Group& g, double params, bool last) {
     std::unique_lock lock(*g.mu);
-    if (bytes > 0) g.jobs.push_back({false, bytes});
+    if (params > 0) g.jobs.push_back({false, 0, params});
     if (last) g.no_more_jobs = true;
     g.cv->notify_all();
   }
@@ -164,7 +163,7 @@ struct Replay::Impl {
     const std::int64_t first = g.gathers_posted;
     for (const auto& seg : pass)
       if (seg.gather_params > 0) {
-        g.jobs.push_back({true, seg.gather_params * plan.weight_bytes});
+        g.jobs.push_back({true, sync(seg.gather_params).gather_per_pass});
         ++g.gathers_posted;
       }
     g.cv->notify_all();
@@ -188,9 +187,11 @@ struct Replay::Impl {
     }
   }
 
-  void reduce_gradients(Group& g, Bytes bytes, Seconds& account) {
-    const Collective kind = plan.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-    across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, kind, bytes,
+  // The gradient reduction of `params` parameters (all of a stage's, or one bucket's).
+  void reduce_gradients(Group& g, double params, Seconds& account) {
+    const GradientSync s = sync(params);
+    const Collective kind = s.reduce;
+    across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, kind, s.reduce_bytes,
                     fmt::format("gradient {}", to_string(kind)), account, Stream::dp_comm);
   }
 
@@ -212,7 +213,7 @@ struct Replay::Impl {
         ++g.gathers_done;
         g.cv->notify_all();
       } else {
-        reduce_gradients(g, job.bytes, busy);
+        reduce_gradients(g, job.params, busy);
       }
     }
     std::unique_lock lock(*g.mu);
@@ -224,7 +225,7 @@ struct Replay::Impl {
     const StageProgram& prog = plan.stages[static_cast<std::size_t>(g.stage)];
     const i64 p = plan.pp, v = plan.virtual_stages, m = plan.micro_batches;
     const bool overlap = plan.overlap_grad_reduce && plan.dp > 1;
-    const bool zero3 = plan.zero == 3 && plan.dp > 1;
+    const bool zero3 = sync(prog.params).gather_per_pass > 0;
     std::vector<i64> in_flight(static_cast<std::size_t>(v), 0);
     double pending_params = 0;
     for (const WorkItem& w : schedule_order(plan.schedule, p, v, m, g.stage)) {
@@ -247,8 +248,8 @@ struct Replay::Impl {
         run_pass(g, chunk.backward, w.micro_batch, gathers, [&](const Segment& seg) {
           if (overlap && last_pass && seg.grad_params > 0) {
             pending_params += seg.grad_params;
-            if (pending_params >= kBucketElements) {
-              post_bucket(g, pending_params * plan.grad_comm_bytes, false);
+            if (pending_params >= gradient_bucket_elements()) {
+              post_bucket(g, pending_params, false);
               pending_params = 0;
             }
           }
@@ -260,20 +261,20 @@ struct Replay::Impl {
     // Gradient reduction, tied embeddings, optimizer step.
     if (plan.dp > 1) {
       if (overlap || zero3) {
-        post_bucket(g, overlap ? pending_params * plan.grad_comm_bytes : 0.0, true);
+        post_bucket(g, overlap ? pending_params : 0.0, true);
         const double t0 = now();
         std::unique_lock lock(*g.mu);
         while (!g.comm_done) g.cv->wait(lock);
         g.st.dp_comm += now() - t0;
       }
-      if (!overlap) reduce_gradients(g, prog.params * plan.grad_comm_bytes, g.st.dp_comm);
+      if (!overlap) reduce_gradients(g, prog.params, g.st.dp_comm);
     }
-    if (plan.pp > 1 && plan.tied_params > 0 && (g.stage == 0 || g.stage == p - 1)) {
+    if (plan.tied_sync_bytes > 0 && (g.stage == 0 || g.stage == p - 1)) {
       auto& barrier = tied_barrier[static_cast<std::size_t>(g.replica)];
       barrier->wait();
       const double t0 = now();
       if (g.stage == 0) {
-        CollectiveCall call{Collective::all_reduce, plan.tied_params * plan.grad_comm_bytes, {}, "tied embedding all-reduce"};
+        CollectiveCall call{Collective::all_reduce, plan.tied_sync_bytes, {}, "tied embedding all-reduce"};
         for (i64 t = 0; t < plan.tp; ++t) call.groups.push_back({rank(0, g.replica, t), rank(p - 1, g.replica, t)});
         run_collective(net, plan.collectives, call);
       }
@@ -281,9 +282,9 @@ struct Replay::Impl {
       g.st.dp_comm += now() - t0;
       slice(g, Stream::dp_comm, "tied embedding all-reduce", t0, now());
     }
-    if (plan.dp > 1 && (plan.zero == 1 || plan.zero == 2))
-      across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather,
-                      prog.params * plan.weight_bytes, "parameter all-gather", g.st.dp_comm, Stream::dp_comm);
+    if (const GradientSync s = sync(prog.params); s.gather_bytes > 0)
+      across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather, s.gather_bytes,
+                      "parameter all-gather", g.st.dp_comm, Stream::dp_comm);
     if (prog.optimizer > 0) {
       const double t0 = now();
       sg4::this_actor::sleep_for(prog.optimizer);
@@ -309,7 +310,7 @@ void Replay::start() {
       g.replica = g.st.replica = d;
       for (i64 t = 0; t < plan.tp; ++t) g.ranks.push_back(I.rank(s, d, t));
     }
-  const bool comm_stream = plan.dp > 1 && (plan.overlap_grad_reduce || plan.zero == 3);
+  const bool comm_stream = plan.dp > 1 && (plan.overlap_grad_reduce || gradient_sync(1, plan.precision, plan.zero, plan.dp).gather_per_pass > 0);
   for (i64 s = 0; s < plan.pp; ++s) {
     I.dp_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.dp)));
     for (i64 e = 0; e < plan.dp / plan.ep; ++e) I.ep_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.ep)));

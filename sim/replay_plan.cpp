@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "costmodel/kernels.hpp"
+#include "strategies/rules.hpp"
 
 namespace clustersim::sim {
 namespace {
@@ -50,7 +51,7 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
     if (op.core_attention) saved_core += t[i].saved;
   }
   for (std::size_t i = 0; i < block.ops.size(); ++i)
-    if (recomputed(block.ops[i], rc, is_layer)) {
+    if (op_recomputed(block.ops[i], rc, is_layer)) {
       add_compute(bwd_block, Work::recompute, block.ops[i].name, t[i].forward);
       add_comm(bwd_block, Work::recompute, t[i].forward_comm);
     }
@@ -60,15 +61,13 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
   }
   if (bwd_block.empty()) bwd_block.push_back(Segment{Work::backward, 0, {}, 0, 0, {}});
   bwd_block.back().grad_params += params;
-  // Activations kept, by the estimator's rule (strategies/estimator.cpp cost_block).
-  const Recompute r = is_layer ? rc : Recompute::none;
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(ctx.tp) : 1.0);
-  saved += r == Recompute::none ? saved_all : r == Recompute::selective ? saved_all - saved_core : boundary;
+  saved += kept_activations(block_recompute(rc, is_layer), saved_all, saved_core, boundary, 0).kept;
 }
 
 }  // namespace
 
-ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Estimate& e) {
+ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Prediction& e) {
   const PlanSpec& plan = s.plan;
   ReplayPlan r;
   r.dp = plan.dp;
@@ -81,26 +80,24 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Esti
   r.zero = plan.zero;
   r.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
   r.overlap_grad_reduce = plan.overlap_grad_reduce;
-  r.grad_comm_bytes = est.precision().grad_comm_bytes;
-  r.weight_bytes = est.precision().weight_bytes;
+  r.precision = est.precision();
   r.collectives = s.simulation.collectives;
 
   const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training.precision));
   const KernelModel km(est.cluster().gpu);
   const ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute};
-  if (plan.pp > 1) r.tied_params = g.tied_params / double(plan.tp);
+  r.tied_sync_bytes = tied_embedding_sync_bytes(g.tied_params, plan.tp, plan.pp, est.precision());
   const i64 p = plan.pp, v = r.virtual_stages, L = static_cast<i64>(g.layers.size());
 
-  // Layers of each virtual stage: Megatron gives virtual stage c*p + s the c-th chunk of
-  // stage s. Without interleaving this is the estimator's split (remainder to the first).
+  // Layers of each virtual stage (virtual stage c*p + s is chunk c of stage s).
   std::vector<std::vector<int>> vstage_blocks(static_cast<std::size_t>(p * v));
+  const std::vector<i64> per_vstage = layers_per_virtual_stage(L, p, v);
   i64 next = 0;
   for (i64 vs = 0; vs < p * v; ++vs) {
-    const i64 n = v == 1 ? L / p + (vs < L % p ? 1 : 0) : L / (p * v);
+    const i64 n = per_vstage[static_cast<std::size_t>(vs)];
     for (i64 l = next; l < next + n; ++l) vstage_blocks[static_cast<std::size_t>(vs)].push_back(static_cast<int>(l));
     next += n;
   }
-  if (next != L) throw std::invalid_argument("layers do not split evenly over the virtual pipeline stages");
 
   for (i64 st = 0; st < p; ++st) {
     StageProgram sp;
@@ -118,7 +115,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Esti
       for (const auto& [b, is_layer] : blocks) {
         bwd_blocks.emplace_back();
         program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
-                      plan.zero == 3 && plan.dp > 1, chunk.forward, bwd_blocks.back(), chunk.saved);
+                      gradient_sync(1, r.precision, plan.zero, plan.dp).gather_per_pass > 0, chunk.forward, bwd_blocks.back(), chunk.saved);
       }
       for (auto it = bwd_blocks.rbegin(); it != bwd_blocks.rend(); ++it)
         for (auto& seg : *it) {
@@ -135,11 +132,11 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Esti
             chunk.backward.push_back(std::move(seg));
           }
         }
-      const int last_layer = g.layers.front();
-      chunk.send_bytes = g.blocks[static_cast<std::size_t>(last_layer)].output_bytes;
+      chunk.send = pipeline_send(g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes, plan.tp,
+                                 r.sequence_parallel);
       sp.chunks.push_back(std::move(chunk));
     }
-    const StageEstimate& se = e.stages[static_cast<std::size_t>(st)];
+    const StagePrediction& se = e.stages[static_cast<std::size_t>(st)];
     sp.params = se.params_per_gpu;
     sp.optimizer = se.optimizer;
     sp.static_memory = se.memory;

@@ -10,6 +10,7 @@
 
 #include "scenarios/scenario.hpp"
 #include "strategies/estimator.hpp"
+#include "strategies/rules.hpp"
 #include "strategies/op_timing.hpp"
 
 namespace clustersim::sim {
@@ -33,7 +34,7 @@ struct Segment {
 struct ChunkProgram {
   std::vector<Segment> forward, backward;  // backward includes the recompute, first
   Bytes saved = 0;       // activations kept per micro-batch until its backward
-  Bytes send_bytes = 0;  // activation (and gradient) sent to the neighbouring stage
+  PipelineSend send;     // activation (and gradient) sent to the neighbouring stage
 };
 
 struct StageProgram {
@@ -49,15 +50,16 @@ struct ReplayPlan {
   int zero = 0;
   bool sequence_parallel = false;
   bool overlap_grad_reduce = false;
-  double grad_comm_bytes = 4, weight_bytes = 2;  // per parameter
-  double tied_params = 0;                        // per GPU, shared by the first and last stage
+  PrecisionRules precision;      // bytes per parameter of weights and gradients
+  Bytes tied_sync_bytes = 0;     // per GPU: the tied embedding's gradient all-reduce (first and last stage)
   std::string collectives = "auto";
   std::vector<StageProgram> stages;
 };
 
 // The plan of a scenario. `e` is the estimator's result for the same plan: the static
-// memory and the optimizer step are taken from it (they do not depend on timing).
-ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Estimate& e);
+// memory and the optimizer step are taken from it (the same rules; neither depends on
+// timing).
+ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Prediction& e);
 
 struct WorkItem {
   bool forward = true;

@@ -81,8 +81,13 @@ std::unique_ptr<sg4::Engine> make_engine(const NetworkModelConfig& network) {
   return std::make_unique<sg4::Engine>(&argc, argv.data());
 }
 
+struct Replayed {
+  ReplayResult result;
+  nlohmann::json simulator, timeline;
+};
+
 // Replays the plan and gathers the simulator's statistics.
-nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& cluster, const SimulateOptions& o) {
+Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const SimulateOptions& o) {
   const auto wall0 = std::chrono::steady_clock::now();
   const std::clock_t cpu0 = std::clock();
   auto engine = make_engine(o.network);
@@ -94,7 +99,9 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
   Replay replay(plan, net, record ? &trace : nullptr);
   replay.start();
   engine->run();
-  const ReplayResult r = replay.finish();
+  Replayed out;
+  out.result = replay.finish();
+  const ReplayResult& r = out.result;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   // CPU time of this (single-threaded) process: the wall time on an idle core.
   const double cpu = double(std::clock() - cpu0) / CLOCKS_PER_SEC;
@@ -111,7 +118,7 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
     busy_sum += g.compute() + g.comm();
     idle_sum += idle;
     for (i64 t = 0; t < plan.tp; ++t) {
-      const i64 rank = g.stage * plan.dp * plan.tp + g.replica * plan.tp + t;
+      const i64 rank = plan_rank(plan.dp, plan.tp, g.stage, g.replica, t);
       per_gpu[static_cast<std::size_t>(rank)] = {
           {"gpu", rank},          {"stage", g.stage},       {"dp_rank", g.replica},  {"tp_rank", t},
           {"compute_s", g.compute()}, {"comm_s", g.comm()}, {"idle_s", idle},
@@ -135,135 +142,135 @@ nlohmann::json replay_statistics(const ReplayPlan& plan, const ClusterModel& clu
 
   const i64 events = net.flows_started() + compute_activities + collectives;
   if (!o.trace_file.empty()) trace.write(o.trace_file);
+  out.timeline = o.timeline_gpus > 0 ? trace.timeline(o.timeline_gpus) : nlohmann::json();
+  out.simulator = {{"gpus", gpus},
+                   {"busiest_links", links},
+                   {"links_used", loads.size()},
+                   {"bytes_moved", net.bytes_sent()},
+                   {"mean_busy_fraction", T > 0 ? busy_sum / (T * double(r.groups.size())) : 0.0},
+                   {"mean_idle_s", r.groups.empty() ? 0.0 : idle_sum / double(r.groups.size())},
+                   {"events", {{"flows", net.flows_started()}, {"compute_activities", compute_activities},
+                               {"collectives", collectives}, {"total", events}}},
+                   {"wall_time_s", wall},
+                   {"cpu_time_s", cpu},
+                   {"events_per_s", wall > 0 ? double(events) / wall : 0.0},
+                   {"events_per_cpu_s", cpu > 0 ? double(events) / cpu : 0.0},
+                   {"trace_slices", trace.size()},
+                   {"collectives_setting", plan.collectives},
+                   {"network_model", to_json(o.network)},
+                   {"platform", platform.description},
+                   {"simgrid_version", simgrid_version()}};
+  return out;
+}
+
+// The simulated Prediction: times from the replay, the rest (FLOPs, static memory) from
+// the same rules as the estimate `e`. The breakdown is the group that finishes last (it
+// defines the iteration time); what its busy time does not cover is waiting: pipeline
+// bubble and stragglers.
+Prediction simulated_prediction(const Prediction& e, const ReplayPlan& plan,
+                                const ReplayResult& r) {
+  const double T = r.iteration_time;
+  Prediction p;
+  p.method = "simulated";
+  p.iteration_time = T;
+  p.memory_capacity = e.memory_capacity;
+  p.micro_batches = e.micro_batches;
+  p.parameters = e.parameters;
+  p.hardware_flops = e.hardware_flops;
+  p.model_flops = e.model_flops;
+  std::size_t crit = 0;
+  for (std::size_t i = 0; i < r.groups.size(); ++i)
+    if (r.groups[i].end > r.groups[crit].end) crit = i;
+  const GroupStats& c = r.groups[crit];
+  auto& b = p.breakdown;
+  b.compute_forward = c.forward;
+  b.compute_backward = c.backward;
+  b.compute_recompute = c.recompute;
+  b.tp_comm_exposed = c.tp_comm;
+  b.ep_comm_exposed = c.ep_comm;
+  b.pp_comm_exposed = c.pp_comm;
+  b.dp_comm_exposed = c.dp_comm;
+  b.optimizer = c.optimizer;
+  b.bubble = std::max(0.0, T - (c.compute() + c.comm()));
+
+  // Per stage: the busiest replica's times per micro-batch; memory from the rules with
+  // the activations the replayed schedule actually kept alive.
+  const double m = double(std::max<i64>(1, plan.micro_batches));
+  for (i64 st = 0; st < plan.pp; ++st) {
+    StagePrediction sp = e.stages[static_cast<std::size_t>(st)];
+    const GroupStats* worst = nullptr;
+    Bytes act = 0;
+    for (const auto& g : r.groups)
+      if (g.stage == st) {
+        act = std::max(act, g.peak_activations);
+        if (!worst || g.end > worst->end) worst = &g;
+      }
+    sp.forward = worst->forward / m;
+    sp.backward = worst->backward / m;
+    sp.recompute = worst->recompute / m;
+    sp.tp_comm = worst->tp_comm / m;
+    sp.ep_comm = worst->ep_comm / m;
+    sp.p2p = worst->pp_comm / m;
+    sp.zero3_gather = 0;
+    sp.dp_exposed = worst->dp_comm;
+    sp.optimizer = worst->optimizer;
+    sp.memory = plan.stages[static_cast<std::size_t>(st)].static_memory;
+    sp.memory.activations = act;
+    p.stages.push_back(sp);
+  }
+  p.finish(e.workload);
+  return p;
+}
+
+nlohmann::json replay_json(const Replayed& x) {
   nlohmann::json groups = nlohmann::json::array();
-  for (const auto& g : r.groups)
+  for (const auto& g : x.result.groups)
     groups.push_back({{"stage", g.stage}, {"replica", g.replica}, {"forward_s", g.forward}, {"backward_s", g.backward},
                       {"recompute_s", g.recompute}, {"tp_comm_s", g.tp_comm}, {"ep_comm_s", g.ep_comm},
                       {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"optimizer_s", g.optimizer},
                       {"end_s", g.end}, {"peak_activations_bytes", g.peak_activations}});
-  nlohmann::json timeline = o.timeline_gpus > 0 ? trace.timeline(o.timeline_gpus) : nlohmann::json();
-  return {{"iteration_time_s", T},
-          {"groups", groups},
-          {"timeline", timeline},
-          {"simulator",
-           {{"gpus", gpus},
-            {"busiest_links", links},
-            {"links_used", loads.size()},
-            {"bytes_moved", net.bytes_sent()},
-            {"mean_busy_fraction", T > 0 ? busy_sum / (T * double(r.groups.size())) : 0.0},
-            {"mean_idle_s", r.groups.empty() ? 0.0 : idle_sum / double(r.groups.size())},
-            {"events", {{"flows", net.flows_started()}, {"compute_activities", compute_activities},
-                        {"collectives", collectives}, {"total", events}}},
-            {"wall_time_s", wall},
-            {"cpu_time_s", cpu},
-            {"events_per_s", wall > 0 ? double(events) / wall : 0.0},
-            {"events_per_cpu_s", cpu > 0 ? double(events) / cpu : 0.0},
-            {"trace_slices", trace.size()},
-            {"collectives_setting", plan.collectives},
-            {"network_model", to_json(o.network)},
-            {"platform", platform.description},
-            {"simgrid_version", simgrid_version()}}}};
+  return {{"iteration_time_s", x.result.iteration_time}, {"groups", groups}, {"timeline", x.timeline},
+          {"simulator", x.simulator}};
 }
 
 }  // namespace
 
 nlohmann::json simulate_plan(const ReplayPlan& plan, const ClusterModel& cluster, const SimulateOptions& o) {
-  return in_child([&] { return replay_statistics(plan, cluster, o); });
+  return in_child([&] { return replay_json(replay_plan(plan, cluster, o)); });
 }
 
-nlohmann::json simulate(const Scenario& s, const SimulateOptions& o) {
+SimulationResult simulate(const Scenario& s, const SimulateOptions& o) {
   Diagnostics diag(s.source);
   const std::string& algo = s.simulation.collectives;
   if (algo != "auto" && !find_collective_algorithm(algo))
     diag.error("/simulation/collectives", fmt::format("unknown collective algorithm \"{}\" (see simulate --list-collectives)", algo));
   diag.throw_if_errors();
   const Estimator est = make_estimator(s);
-  const Estimate e = est.estimate(s.plan);
+  const Prediction e = est.estimate(s.plan);
   const ReplayPlan plan = build_replay_plan(s, est, e);
   // A platform file on the command line wins over the scenario's.
   SimulateOptions options = o;
   if (options.platform_file.empty()) options.platform_file = s.simulation.platform;
-  nlohmann::json sim = simulate_plan(plan, est.cluster(), options);
-  const double T = sim["iteration_time_s"].get<double>();
-  const double scale = e.iteration_time / T;  // rates of the estimate re-timed
+  const nlohmann::json j = in_child([&] {
+    const Replayed x = replay_plan(plan, est.cluster(), options);
+    const Prediction p = simulated_prediction(e, plan, x.result);
+    nlohmann::json sim = x.simulator;
+    // Bubble fraction: idle share of the schedule on the critical group, before the
+    // gradient reduction and optimizer step.
+    const auto& b = p.breakdown;
+    const double schedule_time = p.iteration_time - b.dp_comm_exposed - b.optimizer;
+    sim["bubble_fraction"] = schedule_time > 0 ? b.bubble / schedule_time : 0.0;
+    sim["exposed_communication_s"] = b.tp_comm_exposed + b.ep_comm_exposed + b.pp_comm_exposed + b.dp_comm_exposed;
+    sim["estimator_iteration_time_s"] = e.iteration_time;
+    return nlohmann::json{{"prediction", to_json(p)}, {"simulator", sim}, {"timeline", x.timeline}};
+  });
+  return {prediction_from_json(j.at("prediction")), j.at("simulator"), j.at("timeline")};
+}
 
-  // Breakdown of the group that finishes last (it defines the iteration time); what
-  // its busy time does not cover is waiting: pipeline bubble and stragglers.
-  const auto& groups = sim["groups"];
-  std::size_t crit = 0;
-  for (std::size_t i = 0; i < groups.size(); ++i)
-    if (groups[i]["end_s"].get<double>() > groups[crit]["end_s"].get<double>()) crit = i;
-  const auto& c = groups[crit];
-  const auto val = [&](const char* k) { return c[k].get<double>(); };
-  nlohmann::json breakdown{{"compute_forward_s", val("forward_s")},
-                           {"compute_backward_s", val("backward_s")},
-                           {"compute_recompute_s", val("recompute_s")},
-                           {"tp_comm_exposed_s", val("tp_comm_s")},
-                           {"ep_comm_exposed_s", val("ep_comm_s")},
-                           {"pp_comm_exposed_s", val("pp_comm_s")},
-                           {"dp_comm_exposed_s", val("dp_comm_s")},
-                           {"optimizer_s", val("optimizer_s")}};
-  double busy = 0;
-  for (const auto& [k, v] : breakdown.items()) busy += v.get<double>();
-  breakdown["bubble_s"] = std::max(0.0, T - busy);
-
-  // Memory: the estimator's static parts, activations from the replayed schedule.
-  double worst = 0;
-  MemoryBreakdown worst_mem;
-  nlohmann::json stages = nlohmann::json::array();
-  for (i64 st = 0; st < plan.pp; ++st) {
-    double act = 0, comp = 0, comm = 0;
-    for (const auto& g : groups)
-      if (g["stage"].get<i64>() == st) {
-        act = std::max(act, g["peak_activations_bytes"].get<double>());
-        comp = std::max(comp, g["forward_s"].get<double>() + g["backward_s"].get<double>() +
-                                  g["recompute_s"].get<double>() + g["optimizer_s"].get<double>());
-        comm = std::max(comm, g["tp_comm_s"].get<double>() + g["pp_comm_s"].get<double>() +
-                                  g["dp_comm_s"].get<double>() + g["ep_comm_s"].get<double>());
-      }
-    MemoryBreakdown mem = plan.stages[static_cast<std::size_t>(st)].static_memory;
-    mem.activations = act;
-    stages.push_back({{"stage", st}, {"compute_s", comp}, {"comm_s", comm}, {"memory_bytes", mem.total()},
-                      {"activations_bytes", act}, {"params_per_gpu", plan.stages[static_cast<std::size_t>(st)].params}});
-    if (mem.total() > worst) {
-      worst = mem.total();
-      worst_mem = mem;
-    }
-  }
-  const double capacity = e.memory_capacity;
-  // Bubble fraction: idle share of the schedule on the critical group, before the
-  // gradient reduction and optimizer step.
-  const double schedule_time = T - val("dp_comm_s") - val("optimizer_s");
-  nlohmann::json out{
-      {"iteration_time_s", T},
-      {"tokens_per_s", e.tokens_per_s * scale},
-      {"samples_per_s", e.samples_per_s * scale},
-      {"tflops_per_gpu", e.tflops_per_gpu * scale},
-      {"model_tflops_per_gpu", e.model_tflops_per_gpu * scale},
-      {"mfu", e.mfu * scale},
-      {"memory_per_gpu_bytes", worst},
-      {"memory_capacity_bytes", capacity},
-      {"fits", worst <= capacity},
-      {"overflow_bytes", worst <= capacity ? 0.0 : worst - capacity},
-      {"micro_batches", e.micro_batches},
-      {"parameters", e.parameters},
-      {"hardware_flops_per_iteration", e.hardware_flops},
-      {"model_flops_per_iteration", e.model_flops},
-      {"breakdown", breakdown},
-      {"memory",
-       {{"weights_bytes", worst_mem.weights},
-        {"gradients_bytes", worst_mem.gradients},
-        {"optimizer_states_bytes", worst_mem.optimizer_states},
-        {"activations_bytes", worst_mem.activations},
-        {"temporary_bytes", worst_mem.temporary}}},
-      {"stages", stages},
-      {"simulator", sim["simulator"]},
-  };
-  if (sim["timeline"].is_array()) out["timeline"] = sim["timeline"];
-  out["simulator"]["bubble_fraction"] = schedule_time > 0 ? breakdown["bubble_s"].get<double>() / schedule_time : 0.0;
-  out["simulator"]["exposed_communication_s"] =
-      val("tp_comm_s") + val("ep_comm_s") + val("pp_comm_s") + val("dp_comm_s");
-  out["simulator"]["estimator_iteration_time_s"] = e.iteration_time;
+nlohmann::json to_json(const SimulationResult& r) {
+  nlohmann::json out = to_json(r.prediction);
+  out["simulator"] = r.simulator;
+  if (r.timeline.is_array()) out["timeline"] = r.timeline;
   return out;
 }
 

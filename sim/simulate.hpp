@@ -1,7 +1,8 @@
 // The simulator's entry points (no SimGrid types here, so the CLI and the tests see a
 // plain API). SimGrid supports one engine per process, so every simulation runs in a
-// forked child process with a fresh engine and sends its result back as JSON; the
-// parent never initialises SimGrid.
+// forked child process with a fresh engine and sends its typed result back (serialised
+// by the Prediction's to_json / prediction_from_json); the parent never initialises
+// SimGrid.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -25,12 +26,19 @@ struct SimulateOptions {
   NetworkModelConfig network;
 };
 
-// One training iteration of a scenario's plan. The JSON has the keys of
-// `clustersim run --json` (iteration_time_s, tokens_per_s, ..., breakdown, memory)
-// plus "simulator" (per-GPU compute/communication/idle, busiest links, events, wall
-// time, bubble fraction, network model, platform). Throws InputError for scenarios
-// the simulator cannot replay.
-nlohmann::json simulate(const Scenario& s, const SimulateOptions& o = {});
+// One training iteration of a scenario's plan: the Prediction (method "simulated"; the
+// same fields as the estimator's) plus the simulator's own statistics.
+struct SimulationResult {
+  Prediction prediction;
+  // Per-GPU compute/communication/idle, busiest links, events, wall time, bubble
+  // fraction, network model, platform, the estimator's iteration time.
+  nlohmann::json simulator;
+  nlohmann::json timeline;  // null unless SimulateOptions::timeline_gpus > 0
+};
+// Throws InputError for scenarios the simulator cannot replay.
+SimulationResult simulate(const Scenario& s, const SimulateOptions& o = {});
+// The prediction's keys (as `run --json` prints them) plus "simulator" (and "timeline").
+nlohmann::json to_json(const SimulationResult& r);
 
 // A replay plan on a cluster (tests build synthetic plans). Returns the same
 // "simulator" statistics plus iteration_time_s.

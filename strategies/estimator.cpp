@@ -1,7 +1,5 @@
-// Analytical estimator. Rank order follows Megatron-LM: tensor-parallel ranks are
-// adjacent GPUs, then data-parallel, then pipeline stages. So a TP group sits inside a
-// node when tp <= gpus_per_node, a DP group has gpus_per_node/tp members per node, and
-// pipeline neighbours are dp*tp ranks apart.
+// Analytical estimator: per-op costs from op_timing, plan-level rules from rules.hpp,
+// combined in closed form (pipeline makespan, overlap of the gradient reduction).
 #include "strategies/estimator.hpp"
 
 #include <algorithm>
@@ -12,21 +10,14 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/kernels.hpp"
 #include "strategies/op_timing.hpp"
+#include "strategies/rules.hpp"
 
 namespace clustersim {
 namespace {
 
 using i64 = std::int64_t;
 
-// Megatron's gradient buckets (40M elements); the last one cannot hide behind compute.
-constexpr double kBucketElements = 40e6;
-
 }  // namespace
-
-Seconds TimeBreakdown::total() const {
-  return compute_forward + compute_backward + compute_recompute + tp_comm_exposed + ep_comm_exposed +
-         pp_comm_exposed + bubble + dp_comm_exposed + optimizer;
-}
 
 Estimator::Estimator(ModelSpec model, TrainingSpec training, ClusterModel cluster)
     : model_(std::move(model)),
@@ -41,11 +32,9 @@ const ModelGraph& Estimator::graph(i64 micro_batch) const {
   return it->second;
 }
 
-// Recompute applies to the repeated layers only: Megatron checkpoints transformer
-// layers, never the embedding or the logits and loss.
 Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& plan, Recompute requested,
                                            bool is_layer) const {
-  const Recompute rc = is_layer ? requested : Recompute::none;
+  const Recompute rc = block_recompute(requested, is_layer);
   const KernelModel km(cluster_.gpu);
   const ShardingContext ctx{plan.tp, plan.ep, plan.sequence_parallel && plan.tp > 1, rules_.compute};
   const PlanGroups groups = plan_groups(cluster_, plan);
@@ -69,7 +58,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     (ep_comm ? c.ep : c.tp_forward) += comm_f;
     (ep_comm ? c.ep : c.tp_backward) += comm_b;
     c.hardware_flops += 3.0 * o.forward_flops;
-    if (recomputed(op, requested, is_layer)) {
+    if (op_recomputed(op, requested, is_layer)) {
       c.recompute += o.forward;
       (ep_comm ? c.ep : c.tp_recompute) += comm_f;
       c.hardware_flops += o.forward_flops;
@@ -80,20 +69,9 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
   }
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0);
   const Bytes transient = block.transient_bytes / double(plan.tp);
-  switch (rc) {
-    case Recompute::none:
-      c.saved = saved_all;
-      c.working = 2 * boundary + transient;
-      break;
-    case Recompute::selective:
-      c.saved = saved_all - saved_core;
-      c.working = saved_core + 2 * boundary + transient;
-      break;
-    case Recompute::full:
-      c.saved = boundary;
-      c.working = saved_all + 2 * boundary + transient;
-      break;
-  }
+  const KeptActivations kept = kept_activations(rc, saved_all, saved_core, boundary, transient);
+  c.saved = kept.kept;
+  c.working = kept.working;
   return c;
 }
 
@@ -112,7 +90,7 @@ const std::vector<Estimator::BlockCost>& Estimator::block_costs(i64 micro_batch,
   return costs_.emplace(key, std::move(costs)).first->second;
 }
 
-Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc) const {
+Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc) const {
   const ModelGraph& g = graph(micro_batch);
   const auto& costs = block_costs(micro_batch, plan, rc);
   const KernelModel km(cluster_.gpu);
@@ -125,18 +103,18 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
   if (m < 1) throw std::invalid_argument("plan leaves no micro-batch per data-parallel replica");
   const double dp = double(plan.dp);
 
-  // Pipeline p2p: with tp > 1 Megatron sends 1/tp of the activation per rank over its
-  // own link and all-gathers it over NVLink on arrival (scatter-gather optimisation).
+  // Pipeline sends of the activation forward and its gradient backward, per model chunk.
   Seconds p2p = 0;
   if (p > 1) {
-    const Bytes act = g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes;
+    const PipelineSend send = pipeline_send(g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes, t, sp);
     const Group pair{2, groups.pp_cross_node ? 1 : 2};
-    Seconds one = collective_time(cluster_, Collective::send_recv, act / double(t), pair, 1.0);
-    if (t > 1 && !sp) one += collective_time(cluster_, Collective::all_gather, act, groups.tp, 1.0);
-    p2p = 2.0 * double(v) * one;  // activation forward, gradient backward, per model chunk
+    Seconds one = collective_time(cluster_, Collective::send_recv, send.per_rank, pair, 1.0);
+    if (send.gather_after > 0) one += collective_time(cluster_, Collective::all_gather, send.gather_after, groups.tp, 1.0);
+    p2p = double(pipeline_sends_per_micro_batch(v)) * one;
   }
 
-  Estimate e;
+  Prediction e;
+  e.method = "analytical";
   e.micro_batches = m;
   e.parameters = g.params();
   e.memory_capacity = cluster_.gpu.usable_memory();
@@ -145,9 +123,9 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
   double flops_per_mb = 0;  // one micro-batch through every stage, one GPU of each TP group
   std::vector<int> blocks;
   for (i64 s = 0; s < p; ++s) {
-    StageEstimate st;
+    StagePrediction st;
     st.first_layer = static_cast<int>(next_layer);
-    st.layers = static_cast<int>(L / p + (s < L % p ? 1 : 0));
+    st.layers = static_cast<int>(layers_of_stage(L, p, v, s));
     next_layer += st.layers;
     blocks.clear();
     if (s == 0) blocks.insert(blocks.end(), g.pre.begin(), g.pre.end());
@@ -167,13 +145,11 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
       working = std::max(working, c.working);
       largest_params = std::max(largest_params, c.params);
       flops_per_mb += c.hardware_flops;
-      if (plan.zero == 3 && plan.dp > 1) {
-        // Parameters are gathered before forward and again before backward, prefetched
-        // behind the previous block's compute.
-        const Seconds ag = collective_time(cluster_, Collective::all_gather, c.params * rules_.weight_bytes,
-                                           groups.dp, groups.dp_share);
-        st.zero3_gather += std::max(0.0, ag - c.forward) + std::max(0.0, ag - (c.backward + c.recompute));
-      }
+      const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, plan.dp);
+      if (block_sync.gather_per_pass > 0)
+        st.zero3_gather += zero3_gather_exposed(
+            collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, groups.dp, groups.dp_share),
+            c.forward, c.backward + c.recompute);
     }
     // Tied embeddings live on one GPU when the first and last stage coincide.
     if (p == 1 && g.tied_params > 0) st.params_per_gpu -= g.tied_params / double(t);
@@ -181,74 +157,37 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
-    auto& mem = st.memory;
-    mem.weights = P * rules_.weight_bytes / (plan.zero == 3 ? dp : 1.0);
-    mem.gradients = P * rules_.grad_bytes / (plan.zero >= 2 ? dp : 1.0);
-    mem.optimizer_states = P * (rules_.master_bytes + rules_.optimizer_state_bytes) / (plan.zero >= 1 ? dp : 1.0);
-    double in_flight = 1;  // micro-batches whose activations are alive at once
-    if (p > 1) {
-      switch (plan.schedule) {
-        case Schedule::gpipe: in_flight = double(m); break;
-        case Schedule::one_f_one_b: in_flight = double(std::min<i64>(m, p - s)); break;
-        case Schedule::interleaved:
-          // Megatron's warm-up on rank s: 2(p-s-1) + (v-1)p chunk forwards, plus one.
-          in_flight = double(std::min<i64>(m * v, 2 * (p - s - 1) + (v - 1) * p + 1)) / double(v);
-          break;
-      }
-    }
-    mem.activations = in_flight * saved;
-    mem.temporary = working + P * rules_.autocast_copy_bytes +
-                    (plan.zero == 3 ? 2 * largest_params * rules_.weight_bytes : 0.0);
-    if (!rules_.persistent_grads && m == 1) {
-      // Gradients are allocated in backward and freed after the step: the peak is the
-      // larger of the activation peak (no gradients yet) and the optimizer step (all
-      // gradients, no activations).
-      MemoryBreakdown activation_peak = mem, step_peak = mem;
-      activation_peak.gradients = 0;
-      step_peak.activations = step_peak.temporary = 0;
-      mem = activation_peak.total() >= step_peak.total() ? activation_peak : step_peak;
-    }
+    st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s),
+                              plan.zero, plan.dp, m},
+                             rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
-    const Bytes grad_bytes = P * rules_.grad_comm_bytes;
+    const GradientSync sync = gradient_sync(P, rules_, plan.zero, plan.dp);
     Seconds reduce = 0, gather = 0;
-    if (plan.dp > 1) {
-      if (plan.zero == 0) {
-        reduce = collective_time(cluster_, Collective::all_reduce, grad_bytes, groups.dp, groups.dp_share);
-      } else {
-        reduce = collective_time(cluster_, Collective::reduce_scatter, grad_bytes, groups.dp, groups.dp_share);
-        if (plan.zero < 3)
-          gather = collective_time(cluster_, Collective::all_gather, P * rules_.weight_bytes, groups.dp, groups.dp_share);
-      }
-    }
-    if (p > 1 && g.tied_params > 0 && (s == 0 || s == p - 1))
-      reduce += collective_time(cluster_, Collective::all_reduce, g.tied_params / double(t) * rules_.grad_comm_bytes,
-                                Group{2, 1}, 1.0 / double(cluster_.gpus_per_node));
+    if (sync.active()) reduce = collective_time(cluster_, sync.reduce, sync.reduce_bytes, groups.dp, groups.dp_share);
+    if (sync.gather_bytes > 0)
+      gather = collective_time(cluster_, Collective::all_gather, sync.gather_bytes, groups.dp, groups.dp_share);
+    if (const Bytes tied = tied_embedding_sync_bytes(g.tied_params, t, p, rules_); tied > 0 && (s == 0 || s == p - 1))
+      reduce += collective_time(cluster_, Collective::all_reduce, tied, Group{2, 1}, 1.0 / double(cluster_.gpus_per_node));
     st.dp_exposed = reduce + gather;
-    if (plan.overlap_grad_reduce && plan.dp > 1) {
-      // Buckets reduce while the last micro-batch runs backward; parameter gathers of
-      // ZeRO-1/2 overlap the next forward. The last bucket is always exposed.
-      const double last_bucket = std::min(1.0, kBucketElements / std::max(1.0, P));
-      st.dp_exposed = std::max(reduce * last_bucket, reduce - (st.backward + st.recompute)) +
-                      std::max(gather * last_bucket, gather - st.forward);
-    }
-    // The step reads and writes every state once; the gradient-norm pass reads grads.
-    const double step_params = P / (plan.zero >= 1 ? dp : 1.0);
-    st.optimizer = km.memory(step_params * (rules_.optimizer_step_bytes() + rules_.grad_bytes), 8, MemoryKind::optimizer);
+    // Buckets reduce while the last micro-batch runs backward; parameter gathers of
+    // ZeRO-1/2 overlap the next forward.
+    if (plan.overlap_grad_reduce && plan.dp > 1)
+      st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P);
+    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp), rules_);
     e.stages.push_back(st);
   }
 
-  // Pipeline makespan from per-stage micro-batch times: fill/drain costs the sum of the
-  // other stages once (1/v of it when interleaved), steady state the slowest stage.
+  // Pipeline makespan; the critical stage is the slowest (the first of equals).
   std::size_t crit = 0;
-  Seconds sum = 0;
+  std::vector<Seconds> per_mb;
   for (std::size_t s = 0; s < e.stages.size(); ++s) {
-    sum += e.stages[s].per_micro_batch();
+    per_mb.push_back(e.stages[s].per_micro_batch());
     if (e.stages[s].per_micro_batch() > e.stages[crit].per_micro_batch()) crit = s;
   }
-  const StageEstimate& c = e.stages[crit];
+  const StagePrediction& c = e.stages[crit];
   const Seconds slowest = c.per_micro_batch();
-  const Seconds pipeline = double(m) * slowest + (sum - slowest) / double(v);
+  const Seconds pipeline = pipeline_makespan(per_mb, m, v);
   Seconds tail = 0;
   std::size_t tail_stage = 0;
   for (std::size_t s = 0; s < e.stages.size(); ++s)
@@ -270,21 +209,10 @@ Estimate Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc
   bd.optimizer = e.stages[tail_stage].optimizer;
   e.iteration_time = pipeline + tail;
 
-  // Throughput and FLOPs. Every GPU of a TP group does 1/t of the sharded work.
-  const double gpus = double(cluster_.total_gpus());
+  // FLOPs: every GPU of a TP group does 1/t of the sharded work.
   e.hardware_flops = flops_per_mb * double(t) * dp * md;
   e.model_flops = g.model_flops() * dp * md;
-  e.samples_per_s = double(training_.global_batch) / e.iteration_time;
-  e.tokens_per_s = e.samples_per_s * double(g.tokens_per_sample);
-  e.tflops_per_gpu = e.hardware_flops / e.iteration_time / gpus / 1e12;
-  e.model_tflops_per_gpu = e.model_flops / e.iteration_time / gpus / 1e12;
-  e.mfu = e.model_tflops_per_gpu * 1e12 / cluster_.gpu.peak(rules_.compute);
-
-  for (const auto& st : e.stages)
-    if (st.memory.total() > e.memory.total()) e.memory = st.memory;
-  e.memory_per_gpu = e.memory.total();
-  e.fits = e.memory_per_gpu <= e.memory_capacity;
-  e.overflow = e.fits ? 0.0 : e.memory_per_gpu - e.memory_capacity;
+  e.finish({training_.global_batch, g.tokens_per_sample, cluster_.total_gpus(), cluster_.gpu.peak(rules_.compute)});
   return e;
 }
 
@@ -298,53 +226,6 @@ Estimator make_estimator(const Scenario& s) {
                fmt::format("{} has no {} units; choose a precision it supports", cluster.gpu.name, to_string(rules.compute)));
   diag.throw_if_errors();
   return Estimator(s.model, s.training, std::move(cluster));
-}
-
-nlohmann::json to_json(const Estimate& e) {
-  using nlohmann::json;
-  const auto& b = e.breakdown;
-  const auto& m = e.memory;
-  json stages = json::array();
-  for (const auto& s : e.stages)
-    stages.push_back({{"first_layer", s.first_layer}, {"layers", s.layers}, {"forward_s", s.forward},
-                      {"backward_s", s.backward}, {"recompute_s", s.recompute}, {"tp_comm_s", s.tp_comm},
-                      {"ep_comm_s", s.ep_comm}, {"p2p_s", s.p2p}, {"zero3_gather_s", s.zero3_gather},
-                      {"per_micro_batch_s", s.per_micro_batch()}, {"dp_exposed_s", s.dp_exposed},
-                      {"optimizer_s", s.optimizer}, {"params_per_gpu", s.params_per_gpu},
-                      {"memory_bytes", s.memory.total()}});
-  return json{
-      {"iteration_time_s", e.iteration_time},
-      {"tokens_per_s", e.tokens_per_s},
-      {"samples_per_s", e.samples_per_s},
-      {"tflops_per_gpu", e.tflops_per_gpu},
-      {"model_tflops_per_gpu", e.model_tflops_per_gpu},
-      {"mfu", e.mfu},
-      {"memory_per_gpu_bytes", e.memory_per_gpu},
-      {"memory_capacity_bytes", e.memory_capacity},
-      {"fits", e.fits},
-      {"overflow_bytes", e.overflow},
-      {"micro_batches", e.micro_batches},
-      {"parameters", e.parameters},
-      {"hardware_flops_per_iteration", e.hardware_flops},
-      {"model_flops_per_iteration", e.model_flops},
-      {"breakdown",
-       {{"compute_forward_s", b.compute_forward},
-        {"compute_backward_s", b.compute_backward},
-        {"compute_recompute_s", b.compute_recompute},
-        {"tp_comm_exposed_s", b.tp_comm_exposed},
-        {"ep_comm_exposed_s", b.ep_comm_exposed},
-        {"pp_comm_exposed_s", b.pp_comm_exposed},
-        {"bubble_s", b.bubble},
-        {"dp_comm_exposed_s", b.dp_comm_exposed},
-        {"optimizer_s", b.optimizer}}},
-      {"memory",
-       {{"weights_bytes", m.weights},
-        {"gradients_bytes", m.gradients},
-        {"optimizer_states_bytes", m.optimizer_states},
-        {"activations_bytes", m.activations},
-        {"temporary_bytes", m.temporary}}},
-      {"stages", stages},
-  };
 }
 
 }  // namespace clustersim

@@ -7,7 +7,6 @@
 #pragma once
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,66 +14,18 @@
 #include "costmodel/cluster.hpp"
 #include "costmodel/graph.hpp"
 #include "costmodel/precision.hpp"
+#include "strategies/prediction.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace clustersim {
-
-struct TimeBreakdown {
-  Seconds compute_forward = 0;    // busiest stage, all micro-batches
-  Seconds compute_backward = 0;
-  Seconds compute_recompute = 0;
-  Seconds tp_comm_exposed = 0;    // tensor-parallel collectives (not overlapped)
-  Seconds ep_comm_exposed = 0;    // expert all-to-all
-  Seconds pp_comm_exposed = 0;    // pipeline sends on the critical path
-  Seconds bubble = 0;             // pipeline fill and drain
-  Seconds dp_comm_exposed = 0;    // gradient reduction (and ZeRO-3 gathers) not hidden
-  Seconds optimizer = 0;
-  Seconds total() const;
-};
-
-struct MemoryBreakdown {
-  Bytes weights = 0, gradients = 0, optimizer_states = 0, activations = 0, temporary = 0;
-  Bytes total() const { return weights + gradients + optimizer_states + activations + temporary; }
-};
-
-struct StageEstimate {
-  int first_layer = 0, layers = 0;  // layer range [first, first + layers)
-  // Per micro-batch on one GPU of the stage. zero3_gather: ZeRO-3 parameter gathers
-  // not hidden behind compute.
-  Seconds forward = 0, backward = 0, recompute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, zero3_gather = 0;
-  Seconds per_micro_batch() const { return forward + backward + recompute + tp_comm + ep_comm + p2p + zero3_gather; }
-  Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
-  double params_per_gpu = 0;
-  MemoryBreakdown memory;
-};
-
-struct Estimate {
-  Seconds iteration_time = 0;
-  double tokens_per_s = 0, samples_per_s = 0;
-  double tflops_per_gpu = 0;        // hardware FLOPs (recompute counted) / time / GPUs, in TFLOP/s
-  double model_tflops_per_gpu = 0;  // model FLOPs (3x forward) / time / GPUs, in TFLOP/s
-  double mfu = 0;                   // model FLOP/s over the GPU's peak for the compute type
-  Bytes memory_per_gpu = 0;         // the most loaded stage
-  Bytes memory_capacity = 0;        // usable: capacity minus the profile's reserve
-  bool fits = true;
-  Bytes overflow = 0;               // how much over capacity when it does not fit
-  TimeBreakdown breakdown;
-  MemoryBreakdown memory;           // of the most loaded stage
-  std::int64_t micro_batches = 0;
-  double parameters = 0;
-  double hardware_flops = 0, model_flops = 0;  // per iteration, whole cluster
-  std::vector<StageEstimate> stages;
-};
-
-nlohmann::json to_json(const Estimate& e);
 
 class Estimator {
  public:
   Estimator(ModelSpec model, TrainingSpec training, ClusterModel cluster);
   // Plan and micro-batch size must already be valid for the model and cluster
   // (scenario validation checks that).
-  Estimate estimate(const PlanSpec& plan, std::int64_t micro_batch, Recompute recompute) const;
-  Estimate estimate(const PlanSpec& plan) const {
+  Prediction estimate(const PlanSpec& plan, std::int64_t micro_batch, Recompute recompute) const;
+  Prediction estimate(const PlanSpec& plan) const {
     return estimate(plan, training_.micro_batch, training_.recompute);
   }
   const ClusterModel& cluster() const { return cluster_; }

@@ -76,18 +76,4 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
   return r;
 }
 
-PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p) {
-  PlanGroups g;
-  const i64 gpn = c.gpus_per_node;
-  g.tp = {p.tp, std::min(p.tp, gpn)};
-  const i64 dp_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.dp, gpn / p.tp));
-  g.dp = {p.dp, dp_local};
-  g.dp_share = double(dp_local) / double(gpn);
-  const i64 ep_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.ep, gpn / p.tp));
-  g.ep = {p.ep, ep_local};
-  g.ep_share = double(ep_local) / double(gpn);
-  g.pp_cross_node = p.dp * p.tp >= gpn;
-  return g;
-}
-
 }  // namespace clustersim

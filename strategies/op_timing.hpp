@@ -1,7 +1,9 @@
 // One op of the logical graph as it runs on one GPU under a Megatron-style manual plan
 // (tensor, sequence and expert parallelism): its compute time forward and backward,
 // the collectives it triggers, the activations it keeps and the parameters it holds.
-// The analytical estimator sums these; the simulator replays them as activities.
+// The analytical estimator sums these, the simulator replays them as activities, and the
+// search's Megatron space costs its strategies with them. Plan-level rules (what a plan
+// does with these per-op costs) are in rules.hpp.
 #pragma once
 #include <cstdint>
 
@@ -35,21 +37,5 @@ struct OpTiming {
 };
 
 OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km);
-
-// Whether an op's forward runs again before its backward. Megatron checkpoints the
-// repeated transformer layers only, never the embedding or the logits and loss.
-inline bool recomputed(const Op& op, Recompute rc, bool in_repeated_layer) {
-  if (!in_repeated_layer) return false;
-  return rc == Recompute::full || (rc == Recompute::selective && op.core_attention);
-}
-
-// Communication groups of a manual plan, in Megatron-LM's rank order: tensor-parallel
-// ranks adjacent, then data-parallel, then pipeline stages.
-struct PlanGroups {
-  Group tp, dp, ep;
-  double dp_share = 1, ep_share = 1;  // fraction of a node's NICs each group gets
-  bool pp_cross_node = false;         // pipeline neighbours sit on different nodes
-};
-PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p);
 
 }  // namespace clustersim

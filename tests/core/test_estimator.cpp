@@ -29,7 +29,7 @@ json gpt_doc(std::int64_t layers, std::int64_t vocab = 51200) {
   return doc;
 }
 
-Estimate run(const json& doc) {
+Prediction run(const json& doc) {
   const Scenario s = scenario_from(doc);
   return make_estimator(s).estimate(s.plan);
 }
@@ -45,7 +45,7 @@ TEST_CASE("the time breakdown adds up to the iteration time", "[estimator]") {
   d["plan"] = {{"dp", 16}, {"tp", 1}, {"pp", 1}, {"zero", 3}};
   docs.push_back(d);
   for (const auto& doc : docs) {
-    const Estimate e = run(doc);
+    const Prediction e = run(doc);
     CHECK(e.breakdown.total() == Approx(e.iteration_time).epsilon(1e-12));
     CHECK(e.tokens_per_s == Approx(512.0 * 2048 / e.iteration_time).epsilon(1e-12));
   }
@@ -56,7 +56,7 @@ TEST_CASE("pipeline bubble of uniform stages: (p-1)/(m+p-1), interleaved (p-1)/v
   json doc = gpt_doc(32, 128);
   doc["training"]["global_batch"] = 64;
   doc["plan"] = {{"dp", 2}, {"tp", 2}, {"pp", 4}, {"schedule", "gpipe"}};
-  const Estimate g = run(doc);
+  const Prediction g = run(doc);
   const double m = 32, p = 4;
   const double expected = (p - 1) / (m + p - 1);
   const double bubble = g.breakdown.bubble / (g.iteration_time - g.breakdown.dp_comm_exposed - g.breakdown.optimizer);
@@ -65,7 +65,7 @@ TEST_CASE("pipeline bubble of uniform stages: (p-1)/(m+p-1), interleaved (p-1)/v
 
   doc["plan"]["schedule"] = "interleaved";
   doc["plan"]["virtual_stages"] = 4;
-  const Estimate i = run(doc);
+  const Prediction i = run(doc);
   const double v = 4;
   const double expected_i = (p - 1) / v / (m + (p - 1) / v);
   const double bubble_i = i.breakdown.bubble / (i.iteration_time - i.breakdown.dp_comm_exposed - i.breakdown.optimizer);
@@ -75,7 +75,7 @@ TEST_CASE("pipeline bubble of uniform stages: (p-1)/(m+p-1), interleaved (p-1)/v
 
 TEST_CASE("ZeRO stages shard optimizer states, then gradients, then weights", "[estimator]") {
   json doc = gpt_doc(8);
-  const Estimate z0 = run(doc);
+  const Prediction z0 = run(doc);
   const double P = z0.stages[0].params_per_gpu;
   CHECK(P == Approx(z0.parameters).epsilon(1e-12));  // dp only: every GPU holds the model
   // mixed-bf16: bf16 weights, fp32 grads, fp32 master + two Adam states.
@@ -83,15 +83,15 @@ TEST_CASE("ZeRO stages shard optimizer states, then gradients, then weights", "[
   CHECK(z0.memory.gradients == Approx(4 * P).epsilon(1e-12));
   CHECK(z0.memory.optimizer_states == Approx(12 * P).epsilon(1e-12));
   doc["plan"]["zero"] = 1;
-  const Estimate z1 = run(doc);
+  const Prediction z1 = run(doc);
   CHECK(z1.memory.optimizer_states == Approx(12 * P / 16).epsilon(1e-12));
   CHECK(z1.memory.gradients == Approx(4 * P).epsilon(1e-12));
   doc["plan"]["zero"] = 2;
-  const Estimate z2 = run(doc);
+  const Prediction z2 = run(doc);
   CHECK(z2.memory.gradients == Approx(4 * P / 16).epsilon(1e-12));
   CHECK(z2.memory.weights == Approx(2 * P).epsilon(1e-12));
   doc["plan"]["zero"] = 3;
-  const Estimate z3 = run(doc);
+  const Prediction z3 = run(doc);
   CHECK(z3.memory.weights == Approx(2 * P / 16).epsilon(1e-12));
 }
 
@@ -119,9 +119,9 @@ TEST_CASE("activation memory per layer: (34 s b h + 5 a s^2 b)/t under TP with S
 
 TEST_CASE("recompute trades memory for time", "[estimator]") {
   json doc = gpt_doc(8);
-  const Estimate none = run(doc);
+  const Prediction none = run(doc);
   doc["training"]["recompute"] = "full";
-  const Estimate full = run(doc);
+  const Prediction full = run(doc);
   CHECK(full.memory.activations < none.memory.activations);
   CHECK(full.iteration_time > none.iteration_time);
   // Every layer's forward runs again; the embedding and the logits do not.
@@ -140,9 +140,9 @@ TEST_CASE("recompute trades memory for time", "[estimator]") {
 TEST_CASE("overlapping the gradient reduction with backward hides most of it", "[estimator]") {
   json doc = gpt_doc(8);
   doc["plan"]["overlap_grad_reduce"] = false;
-  const Estimate exposed = run(doc);
+  const Prediction exposed = run(doc);
   doc["plan"]["overlap_grad_reduce"] = true;
-  const Estimate overlapped = run(doc);
+  const Prediction overlapped = run(doc);
   CHECK(overlapped.breakdown.dp_comm_exposed < exposed.breakdown.dp_comm_exposed);
   CHECK(overlapped.iteration_time < exposed.iteration_time);
 }
@@ -155,7 +155,7 @@ TEST_CASE("a plan that does not fit says by how much", "[estimator]") {
   doc["cluster"]["gpus_per_node"] = 1;
   doc["cluster"].erase("inter_node");
   doc["plan"] = {{"dp", 1}, {"tp", 1}, {"pp", 1}};
-  const Estimate e = run(doc);
+  const Prediction e = run(doc);
   CHECK_FALSE(e.fits);
   CHECK(e.overflow == Approx(e.memory_per_gpu - e.memory_capacity));
   CHECK(e.overflow > 0);
@@ -168,9 +168,9 @@ TEST_CASE("expert parallelism splits experts and adds all-to-all", "[estimator]"
   doc["model"]["top_k"] = 2;
   doc["model"]["attention"] = "flash";
   doc["plan"] = {{"dp", 16}, {"tp", 1}, {"pp", 1}, {"ep", 1}};
-  const Estimate e1 = run(doc);
+  const Prediction e1 = run(doc);
   doc["plan"]["ep"] = 8;
-  const Estimate e8 = run(doc);
+  const Prediction e8 = run(doc);
   CHECK(e1.breakdown.ep_comm_exposed == 0);
   CHECK(e8.breakdown.ep_comm_exposed > 0);
   CHECK(e8.stages[0].params_per_gpu < e1.stages[0].params_per_gpu);

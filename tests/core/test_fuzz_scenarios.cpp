@@ -70,7 +70,7 @@ TEST_CASE("random mutations of scenarios never crash", "[fuzz][scenario]") {
       Diagnostics diag("<fuzz>");
       const Scenario s = parse_scenario(doc, diag);
       diag.throw_if_errors();
-      const Estimate e = make_estimator(s).estimate(s.plan);
+      const Prediction e = make_estimator(s).estimate(s.plan);
       CHECK(std::isfinite(e.iteration_time));
       CHECK(e.iteration_time > 0);
       CHECK(std::isfinite(e.memory_per_gpu));

@@ -28,7 +28,7 @@ TEST_CASE("H100 training steps: median step-time and peak-memory error <= 10%", 
   for (const auto& run : runs.at("runs")) {
     const std::string name = run.at("name");
     const Scenario s = load_scenario(root + "/scenarios/measured-h100/" + name + ".json");
-    const Estimate e = make_estimator(s).estimate(s.plan);
+    const Prediction e = make_estimator(s).estimate(s.plan);
     const auto& m = run.at("measured");
     const double step = m.at("step_time_s").get<double>(), mem = m.at("peak_memory_bytes").get<double>();
     const double te = (e.iteration_time - step) / step, me = (e.memory_per_gpu - mem) / mem;

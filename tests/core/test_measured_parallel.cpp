@@ -71,7 +71,7 @@ TEST_CASE("measured DDP / tensor-parallel steps: median step-time error <= 10%",
     REQUIRE(doc.at("format") == "clustersim-measured-runs/1");
     for (const auto& run : doc.at("runs")) {
       const Scenario s = scenario_of(run);
-      const Estimate e = make_estimator(s).estimate(s.plan);
+      const Prediction e = make_estimator(s).estimate(s.plan);
       const double step = run.at("measured").at("step_time_s").get<double>();
       const double te = (e.iteration_time - step) / step;
       const auto gpus = run["scenario"]["cluster"]["gpus_per_node"].get<std::int64_t>();

@@ -19,7 +19,7 @@ TEST_CASE("Megatron-LM SC'21 Table 1: mean absolute percentage error <= 10%", "[
               "predicted", "error");
   for (const auto& row : table.at("rows")) {
     const Scenario s = load_scenario(root + "/" + row.at("scenario").get<std::string>());
-    const Estimate e = make_estimator(s).estimate(s.plan);
+    const Prediction e = make_estimator(s).estimate(s.plan);
     const double B = double(s.training.global_batch), S = double(s.model.seq_len), l = double(s.model.layers),
                  h = double(s.model.hidden), V = double(s.model.vocab);
     const double paper_flops = 96 * B * S * l * h * h * (1 + S / (6 * h) + V / (16 * l * h));

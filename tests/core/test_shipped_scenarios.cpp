@@ -23,7 +23,7 @@ std::vector<std::string> shipped_scenarios(const fs::path& root) {
   return files;
 }
 
-nlohmann::json key_figures(const Estimate& e) {
+nlohmann::json key_figures(const Prediction& e) {
   return {{"iteration_time_s", e.iteration_time}, {"tflops_per_gpu", e.tflops_per_gpu},
           {"memory_per_gpu_bytes", e.memory_per_gpu}, {"fits", e.fits}};
 }
@@ -40,7 +40,7 @@ TEST_CASE("every shipped scenario runs and reproduces its key figures", "[scenar
   for (const auto& rel : files) {
     INFO(rel);
     const Scenario s = load_scenario((root / rel).string());
-    const Estimate e = make_estimator(s).estimate(s.plan);
+    const Prediction e = make_estimator(s).estimate(s.plan);
     actual[rel] = key_figures(e);
     if (update) continue;
     REQUIRE(expected.contains(rel));

@@ -19,7 +19,7 @@ TEST_CASE("simulated H100 training steps: median step-time and memory error <= 1
   for (const auto& run : runs.at("runs")) {
     const std::string name = run.at("name");
     const Scenario s = load_scenario(root + "/scenarios/measured-h100/" + name + ".json");
-    const auto out = sim::simulate(s, {});
+    const auto out = sim::to_json(sim::simulate(s, {}));
     const auto& m = run.at("measured");
     const double step = m.at("step_time_s").get<double>(), mem = m.at("peak_memory_bytes").get<double>();
     const double t = out.at("iteration_time_s").get<double>(), b = out.at("memory_per_gpu_bytes").get<double>();

@@ -20,8 +20,8 @@ TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[si
   for (const char* row : {"gpt-1_7b", "gpt-3_6b", "gpt-7_5b", "gpt-18_4b", "gpt-39_1b"}) {
     const Scenario s = load_scenario(root + "/scenarios/megatron-table1/" + row + ".json");
     REQUIRE_FALSE(s.plan.overlap_grad_reduce);
-    const Estimate e = make_estimator(s).estimate(s.plan);
-    const auto r = sim::simulate(s);
+    const Prediction e = make_estimator(s).estimate(s.plan);
+    const auto r = sim::to_json(sim::simulate(s));
     const double t = r["iteration_time_s"].get<double>();
     const double diff = (t - e.iteration_time) / e.iteration_time;
     std::printf("%-8s %5lld %3lld %3lld %12.4f %12.4f %+7.2f%% %8.2f\n", row,

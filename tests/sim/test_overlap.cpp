@@ -22,8 +22,8 @@ TEST_CASE("bucketed gradient all-reduce overlaps backward", "[sim][overlap]") {
     Diagnostics diag("<test>");
     const Scenario s = parse_scenario(doc, diag);
     REQUIRE(diag.ok());
-    const Estimate e = make_estimator(s).estimate(s.plan);
-    const json r = sim::simulate(s);
+    const Prediction e = make_estimator(s).estimate(s.plan);
+    const json r = sim::to_json(sim::simulate(s));
     const double exposed = r["breakdown"]["dp_comm_exposed_s"].get<double>();
     std::printf("overlap %-5s: iteration %.5f s (estimator %.5f s), gradient reduction exposed %.5f s "
                 "(estimator %.5f s)\n",

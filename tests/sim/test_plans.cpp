@@ -47,8 +47,8 @@ TEST_CASE("every kind of manual plan replays and lands near the estimator", "[si
     const Scenario s = parse_scenario(doc, diag);
     INFO(c.name);
     REQUIRE(diag.ok());
-    const Estimate e = make_estimator(s).estimate(s.plan);
-    const json r = sim::simulate(s);
+    const Prediction e = make_estimator(s).estimate(s.plan);
+    const json r = sim::to_json(sim::simulate(s));
     const double t = r["iteration_time_s"].get<double>();
     std::printf("%-36s estimator %.5f s, simulated %.5f s (%+.1f%%)\n", c.name, e.iteration_time, t,
                 100 * (t - e.iteration_time) / e.iteration_time);

@@ -45,8 +45,8 @@ TEST_CASE("a SimGrid platform file replaces the built platform", "[sim][platform
 )";
   sim::SimulateOptions o;
   o.platform_file = file;
-  const json built = sim::simulate(s);
-  const json loaded = sim::simulate(s, o);
+  const json built = sim::to_json(sim::simulate(s));
+  const json loaded = sim::to_json(sim::simulate(s, o));
   const double grad_bytes = loaded["stages"][0]["params_per_gpu"].get<double>() * 4;
   const double expected = grad_bytes / 1e9 + 2 * 10e-6;
   const double got = loaded["breakdown"]["dp_comm_exposed_s"].get<double>();
@@ -57,13 +57,13 @@ TEST_CASE("a SimGrid platform file replaces the built platform", "[sim][platform
   // The same file named in the scenario ("simulation": {"platform": ...}).
   Scenario named = s;
   named.simulation.platform = file;
-  CHECK(sim::simulate(named)["breakdown"]["dp_comm_exposed_s"].get<double>() == Approx(got).epsilon(1e-12));
+  CHECK(sim::to_json(sim::simulate(named))["breakdown"]["dp_comm_exposed_s"].get<double>() == Approx(got).epsilon(1e-12));
   // A file without enough GPUs is an input error naming the missing host.
   Scenario bigger = s;
   bigger.cluster.gpus_per_node = 4;
   bigger.plan.dp = 4;
   bigger.training.global_batch = 16;
-  CHECK_THROWS_AS(sim::simulate(bigger, o), InputError);
+  CHECK_THROWS_AS(sim::to_json(sim::simulate(bigger, o)), InputError);
   std::filesystem::remove(file);
 }
 

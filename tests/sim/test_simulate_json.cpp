@@ -36,9 +36,9 @@ json without_wall_clock(json j) {
 
 TEST_CASE("simulate --json has every key of run --json", "[sim][json]") {
   const Scenario s = small_scenario();
-  const Estimate e = make_estimator(s).estimate(s.plan);
+  const Prediction e = make_estimator(s).estimate(s.plan);
   const json est = to_json(e);
-  const json sim = sim::simulate(s);
+  const json sim = sim::to_json(sim::simulate(s));
   for (const auto& [k, v] : est.items()) {
     INFO("key " << k);
     CHECK(sim.contains(k));
@@ -67,7 +67,7 @@ TEST_CASE("simulate --json has every key of run --json", "[sim][json]") {
 
 TEST_CASE("the same scenario simulates to the same result", "[sim][json]") {
   const Scenario s = small_scenario();
-  CHECK(without_wall_clock(sim::simulate(s)).dump() == without_wall_clock(sim::simulate(s)).dump());
+  CHECK(without_wall_clock(sim::to_json(sim::simulate(s))).dump() == without_wall_clock(sim::to_json(sim::simulate(s))).dump());
 }
 
 TEST_CASE("a trace file is a Perfetto trace with one track per GPU stream", "[sim][trace]") {
@@ -75,7 +75,7 @@ TEST_CASE("a trace file is a Perfetto trace with one track per GPU stream", "[si
   const std::string file = (std::filesystem::temp_directory_path() / "clustersim-test-trace.json").string();
   sim::SimulateOptions o;
   o.trace_file = file;
-  const json r = sim::simulate(s, o);
+  const json r = sim::to_json(sim::simulate(s, o));
   const json t = read_json_file(file);
   std::filesystem::remove(file);
   std::set<std::pair<std::int64_t, int>> tracks;

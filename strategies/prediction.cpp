@@ -1,0 +1,139 @@
+#include "strategies/prediction.hpp"
+
+#include <algorithm>
+
+namespace clustersim {
+
+Seconds TimeBreakdown::total() const {
+  return compute_forward + compute_backward + compute_recompute + tp_comm_exposed + ep_comm_exposed +
+         pp_comm_exposed + bubble + dp_comm_exposed + optimizer;
+}
+
+void Prediction::finish(const Workload& w) {
+  workload = w;
+  const double gpus = double(std::max<std::int64_t>(1, w.gpus));
+  const double t = iteration_time;
+  samples_per_s = t > 0 ? double(w.global_batch) / t : 0.0;
+  tokens_per_s = samples_per_s * double(w.tokens_per_sample);
+  tflops_per_gpu = t > 0 ? hardware_flops / t / gpus / 1e12 : 0.0;
+  model_tflops_per_gpu = t > 0 ? model_flops / t / gpus / 1e12 : 0.0;
+  mfu = w.peak_flops > 0 ? model_tflops_per_gpu * 1e12 / w.peak_flops : 0.0;
+  memory = MemoryBreakdown{};
+  for (const auto& st : stages)
+    if (st.memory.total() > memory.total()) memory = st.memory;
+  memory_per_gpu = memory.total();
+  fits = memory_per_gpu <= memory_capacity;
+  overflow = fits ? 0.0 : memory_per_gpu - memory_capacity;
+}
+
+namespace {
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+  return {{"weights_bytes", m.weights},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_states_bytes", m.optimizer_states},
+          {"activations_bytes", m.activations},
+          {"temporary_bytes", m.temporary}};
+}
+MemoryBreakdown memory_from(const nlohmann::json& j) {
+  MemoryBreakdown m;
+  m.weights = j.at("weights_bytes").get<double>();
+  m.gradients = j.at("gradients_bytes").get<double>();
+  m.optimizer_states = j.at("optimizer_states_bytes").get<double>();
+  m.activations = j.at("activations_bytes").get<double>();
+  m.temporary = j.at("temporary_bytes").get<double>();
+  return m;
+}
+}  // namespace
+
+nlohmann::json to_json(const Prediction& e) {
+  using nlohmann::json;
+  const auto& b = e.breakdown;
+  json stages = json::array();
+  for (const auto& s : e.stages)
+    stages.push_back({{"first_layer", s.first_layer}, {"layers", s.layers}, {"forward_s", s.forward},
+                      {"backward_s", s.backward}, {"recompute_s", s.recompute}, {"tp_comm_s", s.tp_comm},
+                      {"ep_comm_s", s.ep_comm}, {"p2p_s", s.p2p}, {"zero3_gather_s", s.zero3_gather},
+                      {"per_micro_batch_s", s.per_micro_batch()}, {"dp_exposed_s", s.dp_exposed},
+                      {"optimizer_s", s.optimizer}, {"params_per_gpu", s.params_per_gpu},
+                      {"memory_bytes", s.memory.total()}, {"memory", memory_json(s.memory)}});
+  return json{
+      {"method", e.method},
+      {"iteration_time_s", e.iteration_time},
+      {"tokens_per_s", e.tokens_per_s},
+      {"samples_per_s", e.samples_per_s},
+      {"tflops_per_gpu", e.tflops_per_gpu},
+      {"model_tflops_per_gpu", e.model_tflops_per_gpu},
+      {"mfu", e.mfu},
+      {"memory_per_gpu_bytes", e.memory_per_gpu},
+      {"memory_capacity_bytes", e.memory_capacity},
+      {"fits", e.fits},
+      {"overflow_bytes", e.overflow},
+      {"micro_batches", e.micro_batches},
+      {"parameters", e.parameters},
+      {"hardware_flops_per_iteration", e.hardware_flops},
+      {"model_flops_per_iteration", e.model_flops},
+      {"breakdown",
+       {{"compute_forward_s", b.compute_forward},
+        {"compute_backward_s", b.compute_backward},
+        {"compute_recompute_s", b.compute_recompute},
+        {"tp_comm_exposed_s", b.tp_comm_exposed},
+        {"ep_comm_exposed_s", b.ep_comm_exposed},
+        {"pp_comm_exposed_s", b.pp_comm_exposed},
+        {"bubble_s", b.bubble},
+        {"dp_comm_exposed_s", b.dp_comm_exposed},
+        {"optimizer_s", b.optimizer}}},
+      {"memory", memory_json(e.memory)},
+      {"stages", stages},
+  };
+}
+
+Prediction prediction_from_json(const nlohmann::json& j) {
+  Prediction e;
+  e.method = j.at("method").get<std::string>();
+  e.iteration_time = j.at("iteration_time_s").get<double>();
+  e.tokens_per_s = j.at("tokens_per_s").get<double>();
+  e.samples_per_s = j.at("samples_per_s").get<double>();
+  e.tflops_per_gpu = j.at("tflops_per_gpu").get<double>();
+  e.model_tflops_per_gpu = j.at("model_tflops_per_gpu").get<double>();
+  e.mfu = j.at("mfu").get<double>();
+  e.memory_per_gpu = j.at("memory_per_gpu_bytes").get<double>();
+  e.memory_capacity = j.at("memory_capacity_bytes").get<double>();
+  e.fits = j.at("fits").get<bool>();
+  e.overflow = j.at("overflow_bytes").get<double>();
+  e.micro_batches = j.at("micro_batches").get<std::int64_t>();
+  e.parameters = j.at("parameters").get<double>();
+  e.hardware_flops = j.at("hardware_flops_per_iteration").get<double>();
+  e.model_flops = j.at("model_flops_per_iteration").get<double>();
+  const auto& b = j.at("breakdown");
+  auto& bd = e.breakdown;
+  bd.compute_forward = b.at("compute_forward_s").get<double>();
+  bd.compute_backward = b.at("compute_backward_s").get<double>();
+  bd.compute_recompute = b.at("compute_recompute_s").get<double>();
+  bd.tp_comm_exposed = b.at("tp_comm_exposed_s").get<double>();
+  bd.ep_comm_exposed = b.at("ep_comm_exposed_s").get<double>();
+  bd.pp_comm_exposed = b.at("pp_comm_exposed_s").get<double>();
+  bd.bubble = b.at("bubble_s").get<double>();
+  bd.dp_comm_exposed = b.at("dp_comm_exposed_s").get<double>();
+  bd.optimizer = b.at("optimizer_s").get<double>();
+  e.memory = memory_from(j.at("memory"));
+  for (const auto& s : j.at("stages")) {
+    StagePrediction st;
+    st.first_layer = s.at("first_layer").get<int>();
+    st.layers = s.at("layers").get<int>();
+    st.forward = s.at("forward_s").get<double>();
+    st.backward = s.at("backward_s").get<double>();
+    st.recompute = s.at("recompute_s").get<double>();
+    st.tp_comm = s.at("tp_comm_s").get<double>();
+    st.ep_comm = s.at("ep_comm_s").get<double>();
+    st.p2p = s.at("p2p_s").get<double>();
+    st.zero3_gather = s.at("zero3_gather_s").get<double>();
+    st.dp_exposed = s.at("dp_exposed_s").get<double>();
+    st.optimizer = s.at("optimizer_s").get<double>();
+    st.params_per_gpu = s.at("params_per_gpu").get<double>();
+    st.memory = memory_from(s.at("memory"));
+    e.stages.push_back(st);
+  }
+  return e;
+}
+
+}  // namespace clustersim

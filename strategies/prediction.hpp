@@ -1,0 +1,75 @@
+// The one typed answer of every consumer of the cost model: the estimator, the SimGrid
+// replay and the search's plan evaluation each return a Prediction; the CLI and the
+// results store read it (one to_json, one from_json), never strings.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "scenarios/units.hpp"
+
+namespace clustersim {
+
+struct TimeBreakdown {
+  Seconds compute_forward = 0;    // critical stage (or GPU), all micro-batches
+  Seconds compute_backward = 0;
+  Seconds compute_recompute = 0;
+  Seconds tp_comm_exposed = 0;    // tensor-parallel collectives (not overlapped)
+  Seconds ep_comm_exposed = 0;    // expert all-to-all
+  Seconds pp_comm_exposed = 0;    // pipeline sends on the critical path
+  Seconds bubble = 0;             // pipeline fill and drain, and waiting
+  Seconds dp_comm_exposed = 0;    // gradient reduction (and ZeRO gathers) not hidden
+  Seconds optimizer = 0;
+  Seconds total() const;
+};
+
+struct MemoryBreakdown {
+  Bytes weights = 0, gradients = 0, optimizer_states = 0, activations = 0, temporary = 0;
+  Bytes total() const { return weights + gradients + optimizer_states + activations + temporary; }
+};
+
+struct StagePrediction {
+  int first_layer = 0, layers = 0;  // layer range [first, first + layers)
+  // Per micro-batch on one GPU of the stage. zero3_gather: ZeRO-3 parameter gathers
+  // not hidden behind compute.
+  Seconds forward = 0, backward = 0, recompute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, zero3_gather = 0;
+  Seconds per_micro_batch() const { return forward + backward + recompute + tp_comm + ep_comm + p2p + zero3_gather; }
+  Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
+  double params_per_gpu = 0;
+  MemoryBreakdown memory;
+};
+
+struct Prediction {
+  std::string method;               // "analytical", "simulated" or "search"
+  Seconds iteration_time = 0;
+  double tokens_per_s = 0, samples_per_s = 0;
+  double tflops_per_gpu = 0;        // hardware FLOPs (recompute counted) / time / GPUs, in TFLOP/s
+  double model_tflops_per_gpu = 0;  // model FLOPs (3x forward) / time / GPUs, in TFLOP/s
+  double mfu = 0;                   // model FLOP/s over the GPU's peak for the compute type
+  Bytes memory_per_gpu = 0;         // the most loaded stage
+  Bytes memory_capacity = 0;        // usable: capacity minus the profile's reserve
+  bool fits = true;
+  Bytes overflow = 0;               // how much over capacity when it does not fit
+  TimeBreakdown breakdown;
+  MemoryBreakdown memory;           // of the most loaded stage
+  std::int64_t micro_batches = 0;
+  double parameters = 0;
+  double hardware_flops = 0, model_flops = 0;  // per iteration, whole cluster
+  std::vector<StagePrediction> stages;
+
+  // Sets the throughput figures from iteration_time and the memory figures from the
+  // stages (the most loaded one): one rule for every consumer.
+  struct Workload {
+    std::int64_t global_batch = 0, tokens_per_sample = 1, gpus = 1;
+    double peak_flops = 0;  // the GPU's peak for the compute type, FLOP/s
+  };
+  void finish(const Workload& w);
+  Workload workload;  // what finish() used (not serialised)
+};
+
+nlohmann::json to_json(const Prediction& p);
+// Reads what to_json wrote (the simulator's child process sends it this way).
+Prediction prediction_from_json(const nlohmann::json& j);
+
+}  // namespace clustersim

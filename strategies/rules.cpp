@@ -1,0 +1,176 @@
+#include "strategies/rules.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace clustersim {
+namespace {
+using i64 = std::int64_t;
+constexpr int kOptimizerKernels = 8;
+}  // namespace
+
+WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, i64 dp) {
+  const double d = double(std::max<i64>(1, dp));
+  WeightMemory m;
+  m.weights = params * r.weight_bytes / (zero >= 3 ? d : 1.0);
+  m.gradients = params * r.grad_bytes / (zero >= 2 ? d : 1.0);
+  m.optimizer_states = params * (r.master_bytes + r.optimizer_state_bytes) / (zero >= 1 ? d : 1.0);
+  m.autocast_copy = params * r.autocast_copy_bytes;
+  return m;
+}
+
+GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64 dp) {
+  GradientSync s;
+  if (dp <= 1 || params <= 0) return s;
+  s.reduce_bytes = params * r.grad_comm_bytes;
+  if (zero == 0) return s;
+  s.reduce = Collective::reduce_scatter;
+  if (zero < 3) s.gather_bytes = params * r.weight_bytes;
+  else s.gather_per_pass = params * r.weight_bytes;
+  return s;
+}
+
+double updated_params(double params, int zero, i64 dp) {
+  return zero >= 1 ? params / double(std::max<i64>(1, dp)) : params;
+}
+
+Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward) {
+  return std::max(0.0, gather - forward) + std::max(0.0, gather - backward);
+}
+
+double gradient_bucket_elements() { return 40e6; }
+
+Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params) {
+  const double last_bucket = std::min(1.0, gradient_bucket_elements() / std::max(1.0, params));
+  return std::max(reduce * last_bucket, reduce - backward) + std::max(gather * last_bucket, gather - forward);
+}
+
+namespace {
+double optimizer_bytes(double params, const PrecisionRules& r) {
+  return params * (r.optimizer_step_bytes() + r.grad_bytes);
+}
+}  // namespace
+
+Seconds optimizer_step(const KernelModel& km, double params, const PrecisionRules& r) {
+  return km.memory(optimizer_bytes(params, r), kOptimizerKernels, MemoryKind::optimizer);
+}
+
+Seconds optimizer_step_marginal(const KernelModel& km, double params, const PrecisionRules& r) {
+  return km.memory_stream(optimizer_bytes(params, r), MemoryKind::optimizer);
+}
+
+Seconds optimizer_step_fixed(const KernelModel& km) { return km.memory_fixed(kOptimizerKernels, MemoryKind::optimizer); }
+
+Recompute block_recompute(Recompute requested, bool is_layer) { return is_layer ? requested : Recompute::none; }
+
+bool op_recomputed(const Op& op, Recompute rc, bool in_repeated_layer) {
+  if (!in_repeated_layer) return false;
+  return rc == Recompute::full || (rc == Recompute::selective && op.core_attention);
+}
+
+KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core, Bytes boundary, Bytes transient) {
+  KeptActivations k;
+  switch (rc) {
+    case Recompute::none:
+      k.kept = saved_all;
+      k.working = 2 * boundary + transient;
+      break;
+    case Recompute::selective:
+      k.kept = saved_all - saved_core;
+      k.working = saved_core + 2 * boundary + transient;
+      break;
+    case Recompute::full:
+      k.kept = boundary;
+      k.working = saved_all + 2 * boundary + transient;
+      break;
+  }
+  return k;
+}
+
+MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r) {
+  const WeightMemory w = weight_memory(in.params, r, in.zero, in.dp);
+  MemoryBreakdown m;
+  m.weights = w.weights;
+  m.gradients = w.gradients;
+  m.optimizer_states = w.optimizer_states;
+  m.activations = in.in_flight * in.kept_per_micro_batch;
+  m.temporary = in.working + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * r.weight_bytes : 0.0);
+  if (!r.persistent_grads && in.micro_batches == 1) {
+    MemoryBreakdown activation_peak = m, step_peak = m;
+    activation_peak.gradients = 0;
+    step_peak.activations = step_peak.temporary = 0;
+    m = activation_peak.total() >= step_peak.total() ? activation_peak : step_peak;
+  }
+  return m;
+}
+
+std::vector<i64> layers_per_virtual_stage(i64 layers, i64 p, i64 v) {
+  if (p < 1 || v < 1) throw std::invalid_argument("pipeline stages and chunks must be >= 1");
+  std::vector<i64> out(static_cast<std::size_t>(p * v));
+  for (i64 vs = 0; vs < p * v; ++vs)
+    out[static_cast<std::size_t>(vs)] = v == 1 ? layers / p + (vs < layers % p ? 1 : 0) : layers / (p * v);
+  if (v > 1 && layers % (p * v) != 0)
+    throw std::invalid_argument("layers do not split evenly over the virtual pipeline stages");
+  return out;
+}
+
+i64 layers_of_stage(i64 layers, i64 p, i64 v, i64 s) {
+  const auto per = layers_per_virtual_stage(layers, p, v);
+  i64 n = 0;
+  for (i64 c = 0; c < v; ++c) n += per[static_cast<std::size_t>(c * p + s)];
+  return n;
+}
+
+double micro_batches_in_flight(Schedule schedule, i64 p, i64 v, i64 m, i64 s) {
+  switch (schedule) {
+    case Schedule::gpipe: return double(m);
+    case Schedule::one_f_one_b: return double(std::min<i64>(m, p - s));
+    case Schedule::interleaved:
+      if (p == 1 || v == 1) return double(std::min<i64>(m, p - s));
+      return double(std::min<i64>(m * v, 2 * (p - s - 1) + (v - 1) * p + 1)) / double(v);
+  }
+  return 1;
+}
+
+PipelineSend pipeline_send(Bytes activation, i64 tp, bool sequence_parallel) {
+  PipelineSend s;
+  s.per_rank = activation / double(std::max<i64>(1, tp));
+  if (tp > 1 && !sequence_parallel) s.gather_after = activation;
+  return s;
+}
+
+Bytes tied_embedding_sync_bytes(double tied_params, i64 tp, i64 pp, const PrecisionRules& r) {
+  if (pp <= 1 || tied_params <= 0) return 0;
+  return tied_params / double(std::max<i64>(1, tp)) * r.grad_comm_bytes;
+}
+
+i64 pipeline_sends_per_micro_batch(i64 v) { return 2 * v; }
+
+Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, i64 m, i64 v) {
+  Seconds sum = 0, slowest = 0;
+  for (Seconds t : per_micro_batch) {
+    sum += t;
+    slowest = std::max(slowest, t);
+  }
+  return double(m) * slowest + (sum - slowest) / double(std::max<i64>(1, v));
+}
+
+i64 plan_rank(i64 dp, i64 tp, i64 stage, i64 replica, i64 tp_rank) {
+  return stage * dp * tp + replica * tp + tp_rank;
+}
+
+PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p) {
+  PlanGroups g;
+  const i64 gpn = c.gpus_per_node;
+  g.tp = {p.tp, std::min(p.tp, gpn)};
+  const i64 dp_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.dp, gpn / p.tp));
+  g.dp = {p.dp, dp_local};
+  g.dp_share = double(dp_local) / double(gpn);
+  const i64 ep_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.ep, gpn / p.tp));
+  g.ep = {p.ep, ep_local};
+  g.ep_share = double(ep_local) / double(gpn);
+  g.pp_cross_node = p.dp * p.tp >= gpn;
+  return g;
+}
+
+}  // namespace clustersim

@@ -1,0 +1,169 @@
+// Plan-level rules: what a parallel plan does with the per-op costs (op_timing), written
+// once. The estimator (closed form), the SimGrid replay (flows and actors) and the search
+// (ILP over shardings) differ in how they time and overlap work; what work, bytes and
+// memory a plan implies comes from here, so the three cannot drift apart.
+//
+// Each rule is one function with a closed-form test in tests/core/test_rules.cpp.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "costmodel/cluster.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/graph.hpp"
+#include "costmodel/kernels.hpp"
+#include "costmodel/precision.hpp"
+#include "scenarios/scenario.hpp"
+#include "strategies/prediction.hpp"
+
+namespace clustersim {
+
+// ---------------------------------------------------------------------------------------
+// Weight update: ZeRO 0-3 over `dp` data-parallel ranks (Rajbhandari et al. 2020).
+// ZeRO-1 shards the master weights and optimizer states, ZeRO-2 also the gradients,
+// ZeRO-3 also the weights. `params` are the parameters one GPU holds before ZeRO.
+// ---------------------------------------------------------------------------------------
+struct WeightMemory {
+  Bytes weights = 0, gradients = 0, optimizer_states = 0;
+  Bytes autocast_copy = 0;  // PyTorch autocast's low-precision weight copy (transient)
+  Bytes total() const { return weights + gradients + optimizer_states + autocast_copy; }
+};
+WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, std::int64_t dp);
+
+// The data-parallel collectives of one iteration, in bytes per rank (as collective_time
+// takes them). ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the
+// gradients and, after the step, an all-gather of the updated weights. ZeRO-3: the
+// reduce-scatter, and an all-gather of each block's weights before its forward and again
+// before its backward of every micro-batch (`gather_per_pass`).
+struct GradientSync {
+  Collective reduce = Collective::all_reduce;
+  Bytes reduce_bytes = 0;     // once per iteration
+  Bytes gather_bytes = 0;     // ZeRO-1/2: once per iteration, after the step
+  Bytes gather_per_pass = 0;  // ZeRO-3: before every forward and every backward pass
+  bool active() const { return reduce_bytes > 0; }
+};
+GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std::int64_t dp);
+
+// Parameters whose optimizer step one GPU runs: all it holds, or 1/dp of them under ZeRO >= 1.
+double updated_params(double params, int zero, std::int64_t dp);
+
+// ZeRO-3 prefetch: a block's parameter gather runs behind the previous block's compute,
+// so only what exceeds that compute is exposed, in forward and again in backward.
+Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward);
+
+// Gradient buckets. Megatron-LM reduces gradients in buckets of 40 M elements while the
+// last micro-batch runs backward; the last bucket cannot hide behind compute.
+double gradient_bucket_elements();
+// Exposed data-parallel time when the reduction (and the ZeRO-1/2 parameter all-gather,
+// which overlaps the next forward) overlap compute: at least the last bucket's share.
+Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params);
+
+// The optimizer step over the `params` a GPU updates (after ZeRO): it reads and writes
+// every state once (PrecisionRules::optimizer_step_bytes) and the gradient-norm pass
+// reads the gradients again, in 8 fused multi-tensor kernels (clip, norm, Adam).
+// The time is affine in params: `optimizer_step_marginal` per parameter plus
+// `optimizer_step_fixed` once, so a consumer that sums it per op (the search) adds the
+// marginal part per op and the fixed part once per stage, and gets the same total.
+Seconds optimizer_step(const KernelModel& km, double params, const PrecisionRules& r);
+Seconds optimizer_step_marginal(const KernelModel& km, double params, const PrecisionRules& r);
+Seconds optimizer_step_fixed(const KernelModel& km);
+
+// ---------------------------------------------------------------------------------------
+// Activations.
+// ---------------------------------------------------------------------------------------
+// Recompute applies to the repeated layers only: Megatron checkpoints transformer
+// layers, never the embedding or the logits and loss.
+Recompute block_recompute(Recompute requested, bool is_layer);
+
+// Whether an op's forward runs again before its backward: every op of a repeated layer
+// under full recompute, the core-attention ops under selective recompute.
+bool op_recomputed(const Op& op, Recompute rc, bool in_repeated_layer);
+
+// What one block keeps per micro-batch until its backward (`kept`) and what is alive
+// only while it runs backward (`working`), on one GPU, for the recompute mode:
+//  none       keeps every op's saved activations;
+//  selective  drops the core-attention ops' (recomputed), which come back in backward;
+//  full       keeps the block's input (the previous block's output) only.
+// Working memory: the input and output gradients of the block (2 x boundary), the
+// block's transient buffers, and whatever recompute regenerates.
+struct KeptActivations {
+  Bytes kept = 0, working = 0;
+};
+KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core, Bytes boundary, Bytes transient);
+
+// Memory of one GPU of a stage at its peak:
+//  weights, gradients, optimizer states by weight_memory();
+//  activations: `in_flight` micro-batches of what the stage's blocks keep;
+//  temporary: the largest block's working memory, autocast's weight copy and, under
+//  ZeRO-3, two blocks' gathered weights (the one running and the one prefetched).
+// Eager PyTorch (PrecisionRules::persistent_grads false) allocates gradients in backward
+// and frees them after the step: with one micro-batch the peak is the larger of the
+// activation peak (no gradients yet) and the step (all gradients, no activations).
+struct StageMemoryInputs {
+  double params = 0;                // on one GPU of the stage, before ZeRO
+  double largest_block_params = 0;  // the largest block's, on one GPU before ZeRO
+  Bytes kept_per_micro_batch = 0;   // sum of the blocks' kept activations
+  Bytes working = 0;                // largest working memory of a block
+  double in_flight = 1;             // micro_batches_in_flight()
+  int zero = 0;
+  std::int64_t dp = 1;
+  std::int64_t micro_batches = 1;   // per iteration and replica
+};
+MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r);
+
+// ---------------------------------------------------------------------------------------
+// Pipeline.
+// ---------------------------------------------------------------------------------------
+// Repeated layers of each virtual stage (p stages x v chunks; virtual stage c*p + s is
+// chunk c of stage s, as in Megatron-LM). Without interleaving the remainder goes to
+// the first stages; interleaved chunks must divide evenly (scenario validation checks).
+std::vector<std::int64_t> layers_per_virtual_stage(std::int64_t layers, std::int64_t p, std::int64_t v);
+// Layers of physical stage s (all its chunks).
+std::int64_t layers_of_stage(std::int64_t layers, std::int64_t p, std::int64_t v, std::int64_t s);
+
+// Micro-batches whose activations are alive at once on stage s (of p, v chunks, m
+// micro-batches): GPipe keeps all m; 1F1B keeps min(m, p - s); interleaved 1F1B runs
+// Megatron's warm-up of 2(p-s-1) + (v-1)p chunk forwards plus one, in chunks of 1/v.
+// With one stage and 1F1B a micro-batch's backward follows its forward: 1.
+double micro_batches_in_flight(Schedule schedule, std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t s);
+
+// The send between neighbouring pipeline stages of one micro-batch's activation (and,
+// backward, its gradient). With tp > 1 Megatron sends 1/tp per tensor-parallel rank over
+// its own path and all-gathers the whole activation over NVLink on arrival
+// (scatter-gather), unless sequence parallelism already keeps it sharded.
+struct PipelineSend {
+  Bytes per_rank = 0;       // bytes each tensor-parallel rank sends
+  Bytes gather_after = 0;   // all-gather on arrival over the tp group (bytes per rank)
+};
+PipelineSend pipeline_send(Bytes activation, std::int64_t tp, bool sequence_parallel);
+// Tied embeddings split over pipeline stages: the first and last stage all-reduce the
+// shared weight's gradient each iteration (bytes per rank; 0 when they coincide).
+Bytes tied_embedding_sync_bytes(double tied_params, std::int64_t tp, std::int64_t pp, const PrecisionRules& r);
+// Sends on the critical path per micro-batch and stage: the activation forward and its
+// gradient backward, for each of the v model chunks.
+std::int64_t pipeline_sends_per_micro_batch(std::int64_t v);
+
+// Makespan of the pipelined micro-batches from each stage's time per micro-batch:
+// filling and draining cost the sum of the other stages once (1/v of it with v
+// interleaved chunks), the steady state the slowest stage m times. For v = 1 this is
+// Alpa's Eq. 2: sum + (m - 1) max.
+Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, std::int64_t m, std::int64_t v);
+
+// ---------------------------------------------------------------------------------------
+// Ranks and groups.
+// ---------------------------------------------------------------------------------------
+// Megatron-LM's rank order: tensor-parallel ranks adjacent, then data-parallel, then
+// pipeline stages.
+std::int64_t plan_rank(std::int64_t dp, std::int64_t tp, std::int64_t stage, std::int64_t replica, std::int64_t tp_rank);
+
+// Communication groups of a manual plan in that order: a TP group sits inside a node
+// when tp <= gpus_per_node, a DP group has gpus_per_node/tp members per node, and
+// pipeline neighbours are dp*tp ranks apart.
+struct PlanGroups {
+  Group tp, dp, ep;
+  double dp_share = 1, ep_share = 1;  // fraction of a node's NICs each group gets
+  bool pp_cross_node = false;         // pipeline neighbours sit on different nodes
+};
+PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p);
+
+}  // namespace clustersim
