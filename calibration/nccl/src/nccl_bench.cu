@@ -6,50 +6,30 @@
 // nccl-tests' -g mode), so one run covers every GPU count asked for (--gpus 2,4,8).
 //
 //   clustersim-nccl-bench [--gpus LIST] [--min-bytes N] [--max-bytes N] [--factor F]
-//                         [--ops LIST] [--out FILE] [--quick]
+//                         [--ops LIST] [--out FILE] [--quick] [--no-gate]
+//
+// Each timed sample is enqueued behind a gate kernel (bench_common.h) so that one host thread
+// launching for every GPU does not limit small messages; --no-gate times plain launches.
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "json.h"
-
-#define CUDA_CHECK(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t err_ = (call);                                                                     \
-    if (err_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n    in: %s\n", cudaGetErrorName(err_),     \
-                   __FILE__, __LINE__, cudaGetErrorString(err_), #call);                           \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
-
-#define NCCL_CHECK(call)                                                                           \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) {                                                                       \
-      std::fprintf(stderr, "NCCL error %d at %s:%d: %s\n    in: %s\n", static_cast<int>(r_),       \
-                   __FILE__, __LINE__, ncclGetErrorString(r_), #call);                             \
-      std::exit(3);                                                                                \
-    }                                                                                              \
-  } while (0)
-
-std::string mb_fmt(const char* f, ...);  // printf into a std::string
+#include "bench_common.h"
 
 namespace {
 
 using mb::Json;
+using benchc::median_of;
+using benchc::split;
 
 enum class Op { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
 const Op kAllOps[] = {Op::all_reduce, Op::all_gather, Op::reduce_scatter,
@@ -94,54 +74,17 @@ struct Options {
   double target_sample_s = 1e-3;  // one timed sample lasts at least this long
   double budget_s = 0.03;         // timed time per (op, size)
   int min_samples = 5, max_samples = 30;
+  int max_inner = 400;            // operations per sample (queued behind the gate)
+  bool gate = true;               // --no-gate: time plain back-to-back launches (host-bound when small)
   std::string command_line;
 };
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string run_capture(const char* cmd) {
-  std::string out;
-  FILE* p = popen(cmd, "r");
-  if (!p) return "";
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(sep, start);
-    parts.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return parts;
-}
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr,
                "error: %s\n"
                "usage: clustersim-nccl-bench [--gpus 1,2,4,8] [--min-bytes N] [--max-bytes N] [--factor F]\n"
                "         [--ops all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,send_recv]\n"
-               "         [--out FILE] [--quick]\n",
+               "         [--out FILE] [--quick] [--no-gate]\n",
                msg.c_str());
   std::exit(1);
 }
@@ -182,6 +125,8 @@ Options parse(int argc, char** argv) {
       o.out = value();
     } else if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--no-gate") {
+      o.gate = false;
     } else {
       usage_error("unknown argument " + a);
     }
@@ -208,6 +153,7 @@ struct Rank {
 
 struct World {
   std::vector<Rank> ranks;
+  benchc::Gate* gate = nullptr;  // holds each timed sample until all of it is enqueued
   size_t buffer_bytes = 0;  // each of send and recv, per rank
   int size() const { return int(ranks.size()); }
 };
@@ -303,13 +249,18 @@ void sync_all(World& w) {
 struct Timing {
   double median_s = 0, min_s = 0, max_s = 0;
   int samples = 0, inner = 0;
+  int gate_timeouts = 0;  // samples whose gate gave up before the host had enqueued them
 };
 
 // One sample: `inner` back-to-back operations between events on every rank's stream; the
-// sample's time is the slowest rank's (a collective ends when its last rank ends).
-double sample(World& w, Op op, size_t bytes, int inner) {
-  for (Rank& r : w.ranks) {
+// sample's time is the slowest rank's (a collective ends when its last rank ends). With the
+// gate, every stream first waits for the host to enqueue the whole sample (bench_common.h).
+double sample(World& w, Op op, size_t bytes, int inner, int* gate_timeouts = nullptr) {
+  if (w.gate) w.gate->arm();
+  for (int i = 0; i < w.size(); ++i) {
+    Rank& r = w.ranks[i];
     CUDA_CHECK(cudaSetDevice(r.device));
+    if (w.gate) w.gate->hold(i, r.stream);
     CUDA_CHECK(cudaEventRecord(r.start, r.stream));
   }
   for (int k = 0; k < inner; ++k) enqueue(w, op, bytes);
@@ -317,6 +268,7 @@ double sample(World& w, Op op, size_t bytes, int inner) {
     CUDA_CHECK(cudaSetDevice(r.device));
     CUDA_CHECK(cudaEventRecord(r.stop, r.stream));
   }
+  if (w.gate) w.gate->release();
   double worst = 0;
   for (Rank& r : w.ranks) {
     CUDA_CHECK(cudaSetDevice(r.device));
@@ -325,6 +277,7 @@ double sample(World& w, Op op, size_t bytes, int inner) {
     CUDA_CHECK(cudaEventElapsedTime(&ms, r.start, r.stop));
     worst = std::max(worst, 1e-3 * double(ms));
   }
+  if (w.gate && gate_timeouts && w.gate->timeouts() > 0) ++*gate_timeouts;
   return worst;
 }
 
@@ -334,10 +287,10 @@ Timing time_op(World& w, Op op, size_t bytes, const Options& o) {
   sync_all(w);
   const double one = std::max(sample(w, op, bytes, 1), 1e-7);
   Timing t;
-  t.inner = std::clamp(int(std::ceil(o.target_sample_s / one)), 1, 1000);
+  t.inner = std::clamp(int(std::ceil(o.target_sample_s / one)), 1, o.max_inner);
   t.samples = std::clamp(int(o.budget_s / (one * t.inner)), o.min_samples, o.max_samples);
   std::vector<double> per_op;
-  for (int s = 0; s < t.samples; ++s) per_op.push_back(sample(w, op, bytes, t.inner) / t.inner);
+  for (int s = 0; s < t.samples; ++s) per_op.push_back(sample(w, op, bytes, t.inner, &t.gate_timeouts) / t.inner);
   t.median_s = median_of(per_op);
   t.min_s = *std::min_element(per_op.begin(), per_op.end());
   t.max_s = *std::max_element(per_op.begin(), per_op.end());
@@ -368,7 +321,7 @@ bool verify(World& w, std::string& note) {
     CUDA_CHECK(cudaSetDevice(w.ranks[i].device));
     CUDA_CHECK(cudaMemcpy(host.data(), w.ranks[i].recv, bytes, cudaMemcpyDeviceToHost));
     for (size_t k = 0; k < count && ok; ++k)
-      if (host[k] != want) ok = false, note = mb_fmt("all_reduce rank %d element %zu: %g, expected %g", i, k, host[k], want);
+      if (host[k] != want) ok = false, note = benchc::fmt("all_reduce rank %d element %zu: %g, expected %g", i, k, host[k], want);
   }
   fill(w, count);
   enqueue(w, Op::all_gather, bytes);
@@ -378,67 +331,10 @@ bool verify(World& w, std::string& note) {
     CUDA_CHECK(cudaMemcpy(host.data(), w.ranks[i].recv, bytes, cudaMemcpyDeviceToHost));
     for (size_t k = 0; k < count && ok; ++k)
       if (host[k] != float(k / chunk + 1))
-        ok = false, note = mb_fmt("all_gather rank %d element %zu: %g, expected %g", i, k, host[k], float(k / chunk + 1));
+        ok = false, note = benchc::fmt("all_gather rank %d element %zu: %g, expected %g", i, k, host[k], float(k / chunk + 1));
   }
-  if (ok) note = mb_fmt("all_reduce and all_gather of %zu bytes gave the expected values on every rank", bytes);
+  if (ok) note = benchc::fmt("all_reduce and all_gather of %zu bytes gave the expected values on every rank", bytes);
   return ok;
-}
-
-std::string provenance_json(const Options& o, int device_count) {
-  Json j(2);
-  int driver = 0, runtime = 0, nccl = 0;
-  CUDA_CHECK(cudaDriverGetVersion(&driver));
-  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  NCCL_CHECK(ncclGetVersion(&nccl));
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
-  j.begin_obj();
-  j.key("gpus").begin_arr();
-  for (int d = 0; d < device_count; ++d) {
-    cudaDeviceProp p{};
-    CUDA_CHECK(cudaGetDeviceProperties(&p, d));
-    j.begin_obj().kv_int("index", d).kv_str("name", p.name).kv_int("sm_count", p.multiProcessorCount);
-    j.kv_int("total_memory_bytes", static_cast<long long>(p.totalGlobalMem));
-    char bus[32] = {0};
-    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), d));
-    j.kv_str("pci_bus_id", bus).end_obj();
-  }
-  j.end_arr();
-  // Peer access and CUDA's relative performance rank of each GPU pair (lower is better).
-  j.key("p2p").begin_arr();
-  for (int a = 0; a < device_count; ++a)
-    for (int b = 0; b < device_count; ++b) {
-      if (a == b) continue;
-      int access = 0, rank = 0;
-      CUDA_CHECK(cudaDeviceCanAccessPeer(&access, a, b));
-      CUDA_CHECK(cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, a, b));
-      j.begin_obj().kv_int("from", a).kv_int("to", b).kv_bool("access", access != 0).kv_int("performance_rank", rank).end_obj();
-    }
-  j.end_arr();
-  j.kv_int("cuda_driver_version", driver);
-  j.kv_int("cuda_runtime_version", runtime);
-  j.kv_int("nccl_version_code", nccl);
-  j.kv_str("nccl_version", mb_fmt("%d.%d.%d", nccl / 10000, (nccl / 100) % 100, nccl % 100));
-  j.kv_int("nccl_header_version_code", NCCL_VERSION_CODE);  // differs from the above if mixed up
-#ifdef CLUSTERSIM_NCCL_LIBRARY
-  j.kv_str("nccl_library_linked", CLUSTERSIM_NCCL_LIBRARY);
-#endif
-  j.kv_str("nvidia_driver", run_capture("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1"));
-  j.kv_str("topology", run_capture("nvidia-smi topo -m 2>&1"));
-  j.key("environment").begin_obj();
-  for (const char* v : {"NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
-                        "NCCL_IB_DISABLE", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "CUDA_VISIBLE_DEVICES"}) {
-    const char* val = std::getenv(v);
-    if (val) j.kv_str(v, val); else j.key(v).null();
-  }
-  j.end_obj();
-  j.kv_str("hostname", host);
-  j.kv_str("date_utc", utc_now());
-  j.kv_str("command_line", o.command_line);
-  j.kv_bool("quick", o.quick);
-  j.kv_str("bench_version", "1");
-  j.end_obj();
-  return j.text();
 }
 
 }  // namespace
@@ -446,11 +342,7 @@ std::string provenance_json(const Options& o, int device_count) {
 int main(int argc, char** argv) {
   Options o = parse(argc, argv);
   // NVLink SHARP / multicast stays off: on shared hosts it can take the GPUs out of service.
-  setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (std::string(std::getenv("NCCL_NVLS_ENABLE")) != "0") {
-    std::fprintf(stderr, "error: NCCL_NVLS_ENABLE must be 0 (NVLink multicast stays off)\n");
-    return 1;
-  }
+  if (!benchc::nvls_off_or_complain()) return 1;
   int device_count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&device_count));
   if (o.gpu_counts.empty()) {
@@ -458,7 +350,7 @@ int main(int argc, char** argv) {
     if (o.gpu_counts.back() != device_count) o.gpu_counts.push_back(device_count);
   }
   for (int n : o.gpu_counts)
-    if (n < 1 || n > device_count) usage_error(mb_fmt("--gpus asks for %d GPUs; this host has %d", n, device_count));
+    if (n < 1 || n > device_count) usage_error(benchc::fmt("--gpus asks for %d GPUs; this host has %d", n, device_count));
 
   // Cap the largest message by memory: send and receive buffers of max_bytes on every GPU.
   size_t free_b = 0, total_b = 0;
@@ -467,7 +359,7 @@ int main(int argc, char** argv) {
   const size_t cap = free_b / 3;
   std::string cap_note;
   if (o.max_bytes > cap) {
-    cap_note = mb_fmt("--max-bytes %zu lowered to %zu (a third of GPU 0's free memory)", o.max_bytes, cap);
+    cap_note = benchc::fmt("--max-bytes %zu lowered to %zu (a third of GPU 0's free memory)", o.max_bytes, cap);
     o.max_bytes = cap;
   }
   std::vector<size_t> sizes;
@@ -485,7 +377,13 @@ int main(int argc, char** argv) {
            "algbw = bytes / time; busbw = algbw * factor with factor 2(n-1)/n (all_reduce), (n-1)/n (all_gather, "
            "reduce_scatter, all_to_all), 1 (broadcast, send_recv); time = median over samples of the slowest rank's "
            "GPU time per operation, a sample being `inner` back-to-back operations between CUDA events");
-  j.kv_raw("provenance", provenance_json(o, device_count));
+  j.kv_str("timing",
+           o.gate ? "gated: each sample's operations are all enqueued (one host thread drives every GPU) while a "
+                    "one-thread gate kernel holds every stream; the start events follow the gate, so samples time "
+                    "GPU work only, with no host launch gaps, and all ranks start together"
+                  : "ungated (--no-gate): operations launched back-to-back by one host thread for all GPUs; small "
+                    "sizes then measure the host's launch rate");
+  j.kv_raw("provenance", benchc::provenance_json(o.command_line, o.quick, "2"));
   if (!cap_note.empty()) j.kv_str("note", cap_note);
   j.key("runs").begin_arr();
   std::vector<std::string> summary;
@@ -494,6 +392,8 @@ int main(int argc, char** argv) {
     // Round sizes to whole float elements per rank so every collective divides evenly.
     const size_t unit = sizeof(float) * size_t(n);
     World w = make_world(n, (o.max_bytes + unit - 1) / unit * unit);
+    benchc::Gate gate(n);
+    if (o.gate) w.gate = &gate;
     std::string note;
     const bool ok = verify(w, note);
     all_ok = all_ok && ok;
@@ -510,18 +410,19 @@ int main(int argc, char** argv) {
         const double algbw = double(bytes) / t.median_s, busbw = algbw * bus_factor(op, n);
         j.begin_obj().kv_str("op", op_name(op)).kv_int("gpus", n).kv_int("bytes", static_cast<long long>(bytes));
         j.kv_num("time_s", t.median_s).kv_num("time_min_s", t.min_s).kv_num("time_max_s", t.max_s);
-        j.kv_int("samples", t.samples).kv_int("inner", t.inner);
+        j.kv_int("samples", t.samples).kv_int("inner", t.inner).kv_int("gate_timeouts", t.gate_timeouts);
         j.kv_num("algbw_Bps", algbw).kv_num("busbw_Bps", busbw).kv_num("bus_factor", bus_factor(op, n)).end_obj();
         if (busbw > best_bus) best_bus = busbw, best_bytes = bytes;
         if (small_time == 0) small_time = t.median_s;
       }
-      const std::string line = mb_fmt("%d GPU(s) %-15s smallest %8.2f us   peak busbw %8.1f GB/s at %zu B", n,
+      const std::string line = benchc::fmt("%d GPU(s) %-15s smallest %8.2f us   peak busbw %8.1f GB/s at %zu B", n,
                                       op_name(op), 1e6 * small_time, 1e-9 * best_bus, best_bytes);
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
       summary.push_back(line);
     }
     j.end_arr().end_obj();
+    w.gate = nullptr;
     destroy_world(w);
   }
   j.end_arr();
@@ -539,13 +440,4 @@ int main(int argc, char** argv) {
   }
   std::printf("wrote %s\n", o.out.c_str());
   return all_ok ? 0 : 5;
-}
-
-std::string mb_fmt(const char* f, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof(buf), f, ap);
-  va_end(ap);
-  return buf;
 }
