@@ -15,6 +15,7 @@
 #include "sim/platform.hpp"
 #include "sim/replay.hpp"
 #include "sim/simgrid_info.hpp"
+#include "strategies/resolved_plan.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -240,6 +241,15 @@ nlohmann::json simulate_plan(const ReplayPlan& plan, const ClusterModel& cluster
 }
 
 SimulationResult simulate(const Scenario& s, const SimulateOptions& o) {
+  if (s.plan.searched()) {
+    const ResolvedPlan r = resolve_plan(s);
+    if (!r.manual)
+      throw InputError(s.source, s.plan.file.empty() ? "/plan/search" : "/plan/file",
+                       "the simulator replays manual plans (dp x tp x pp, Megatron shardings); this is an Alpa-style "
+                       "plan with per-op shardings: evaluate it with `clustersim run`, or search the manual space "
+                       "({\"search\": \"manual\"})");
+    return simulate(*r.manual, o);
+  }
   Diagnostics diag(s.source);
   const std::string& algo = s.simulation.collectives;
   if (algo != "auto" && !find_collective_algorithm(algo))

@@ -91,6 +91,8 @@ const std::vector<Estimator::BlockCost>& Estimator::block_costs(i64 micro_batch,
 }
 
 Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute rc) const {
+  if (plan.searched())
+    throw std::logic_error("the estimator takes manual knobs: resolve {\"search\"} and {\"file\"} plans first (resolve_plan)");
   const ModelGraph& g = graph(micro_batch);
   const auto& costs = block_costs(micro_batch, plan, rc);
   const KernelModel km(cluster_.gpu);
