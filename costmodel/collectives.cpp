@@ -17,6 +17,18 @@ std::string_view to_string(Collective c) {
   return "?";
 }
 
+Seconds all_reduce_time(AllReduceAlgorithm a, std::int64_t ranks, Bytes bytes, double bandwidth, Seconds alpha) {
+  const double n = double(ranks);
+  if (a == AllReduceAlgorithm::tree) return 2 * bytes / bandwidth + 2 * std::ceil(std::log2(n)) * alpha;
+  return 2 * (n - 1) / n * bytes / bandwidth + 2 * (n - 1) * alpha;
+}
+
+AllReduceAlgorithm choose_all_reduce(std::int64_t ranks, Bytes bytes, double bandwidth, Seconds alpha) {
+  const double tree = all_reduce_time(AllReduceAlgorithm::tree, ranks, bytes, bandwidth, alpha);
+  const double ring = all_reduce_time(AllReduceAlgorithm::ring, ranks, bytes, bandwidth, alpha);
+  return tree < ring ? AllReduceAlgorithm::tree : AllReduceAlgorithm::ring;
+}
+
 Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Group g, double node_share) {
   const double n = double(g.size);
   if (g.size <= 1 || bytes <= 0) return 0;
@@ -31,11 +43,8 @@ Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Gro
   const double steps = n - 1;
 
   switch (kind) {
-    case Collective::all_reduce: {
-      const double ring = 2 * steps / n * bytes / ring_bw + 2 * steps * alpha;
-      const double tree = 2 * bytes / ring_bw + 2 * std::ceil(std::log2(n)) * alpha;
-      return std::min(ring, tree);
-    }
+    case Collective::all_reduce:
+      return all_reduce_time(choose_all_reduce(g.size, bytes, ring_bw, alpha), g.size, bytes, ring_bw, alpha);
     case Collective::all_gather:
     case Collective::reduce_scatter: return steps / n * bytes / ring_bw + steps * alpha;
     case Collective::broadcast: return bytes / ring_bw + steps * alpha;

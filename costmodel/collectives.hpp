@@ -24,6 +24,13 @@ struct Group {
   std::int64_t nodes() const { return (size + per_node - 1) / per_node; }
 };
 
+// NCCL's all-reduce algorithm choice, made once for the estimator and the simulator:
+// the faster of the ring, 2(n-1)/n B/bw + 2(n-1) alpha, and the double binary tree,
+// 2 B/bw + 2 ceil(log2 n) alpha. The tree wins when B/(n bw) < alpha (n - 1 - ceil(log2 n)).
+enum class AllReduceAlgorithm { ring, tree };
+AllReduceAlgorithm choose_all_reduce(std::int64_t ranks, Bytes bytes, double bandwidth, Seconds alpha);
+Seconds all_reduce_time(AllReduceAlgorithm a, std::int64_t ranks, Bytes bytes, double bandwidth, Seconds alpha);
+
 // `node_share`: the fraction of a node's network bandwidth this group can use (groups
 // that run at the same time on a node share its NICs), in (0, 1].
 Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Group g, double node_share);

@@ -93,13 +93,11 @@ void run_collective(Network& net, std::string_view setting, const CollectiveCall
     });
     if (single_node) name = "node-aggregated";
     if (call.kind == Collective::all_reduce) {
-      // Ring 2(n-1)/n B/bw + 2(n-1) a against tree 2 B/bw + 2 ceil(log2 n) a: the tree
-      // wins when B/(n bw) < a (n - 1 - ceil(log2 n)). Judged on the first edge's route.
+      // Judged on the first edge's route.
       const auto& g = call.groups.front();
-      const double a = net.latency(g[0], g[1]);
-      const double bw = net.edge_bandwidth(g[0], g[1]);
-      const double dn = double(n);
-      if (call.bytes / (dn * bw) < a * (dn - 1 - std::ceil(std::log2(dn)))) name = "tree";
+      if (choose_all_reduce(n, call.bytes, net.edge_bandwidth(g[0], g[1]), net.latency(g[0], g[1])) ==
+          AllReduceAlgorithm::tree)
+        name = "tree";
     }
   }
   const AlgorithmInfo* algo = find_collective_algorithm(name);

@@ -73,7 +73,7 @@ struct Options {
   bool quick = false;
   double target_sample_s = 1e-3;  // one timed sample lasts at least this long
   double budget_s = 0.03;         // timed time per (op, size)
-  int min_samples = 5, max_samples = 30;
+  int min_samples = 5, max_samples = 12;
   int max_inner = 400;            // operations per sample (queued behind the gate)
   bool gate = true;               // --no-gate: time plain back-to-back launches (host-bound when small)
   std::string command_line;

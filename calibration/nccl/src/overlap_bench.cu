@@ -290,9 +290,9 @@ Sample run_sample(World& w, const Compute* comp, int nk, Op op, size_t bytes, in
     if (kick_after_first) {
       enqueue_coll(w, op, bytes);
       for (Rank& r : w.ranks) {
-      CUDA_CHECK(cudaSetDevice(r.device));
-      CUDA_CHECK(cudaEventRecord(r.kick, r.cs));
-    }
+        CUDA_CHECK(cudaSetDevice(r.device));
+        CUDA_CHECK(cudaEventRecord(r.kick, r.cs));
+      }
     }
     for (Rank& r : w.ranks) {
       CUDA_CHECK(cudaSetDevice(r.device));
@@ -320,18 +320,18 @@ Sample run_sample(World& w, const Compute* comp, int nk, Op op, size_t bytes, in
     comm_window(nc, nk > 0);
     if (nk > 0) {
       for (Rank& r : w.ranks) {
-      CUDA_CHECK(cudaSetDevice(r.device));
-      CUDA_CHECK(cudaStreamWaitEvent(r.ks, r.kick, 0));
-    }
+        CUDA_CHECK(cudaSetDevice(r.device));
+        CUDA_CHECK(cudaStreamWaitEvent(r.ks, r.kick, 0));
+      }
       compute_window(nk, false);
     }
   } else if (lead == 'k') {
     compute_window(nk, nc > 0);
     if (nc > 0) {
       for (Rank& r : w.ranks) {
-      CUDA_CHECK(cudaSetDevice(r.device));
-      CUDA_CHECK(cudaStreamWaitEvent(r.cs, r.kick, 0));
-    }
+        CUDA_CHECK(cudaSetDevice(r.device));
+        CUDA_CHECK(cudaStreamWaitEvent(r.cs, r.kick, 0));
+      }
       comm_window(nc, false);
     }
   } else {

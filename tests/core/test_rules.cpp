@@ -1,0 +1,209 @@
+// The plan-level rules (strategies/rules.hpp), each against its closed form. The
+// estimator, the replay and the search all call these functions, so these are the tests
+// of the rules themselves; each prints the expectation beside the computed value.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "costmodel/hardware.hpp"
+#include "strategies/rules.hpp"
+
+using namespace clustersim;
+
+namespace {
+void show(const char* what, double expected, double computed) {
+  std::printf("%-64s expected %.9g, computed %.9g\n", what, expected, computed);
+}
+// Megatron mixed bf16: bf16 weights 2, fp32 grads 4, fp32 master 4 + Adam 8.
+const PrecisionRules kMixed = precision_rules(Precision::mixed_bf16, OptimizerKind::adam);
+// PyTorch autocast: fp32 weights 4, grads 4, Adam 8, a bf16 copy 2; no master.
+const PrecisionRules kAmp = precision_rules(Precision::amp_bf16, OptimizerKind::adam);
+}  // namespace
+
+TEST_CASE("weight memory: ZeRO-1 shards master and states, ZeRO-2 gradients, ZeRO-3 weights", "[rules]") {
+  const double P = 1e9;
+  const std::int64_t d = 8;
+  const double expected[4] = {P * (2 + 4 + 12), P * (2 + 4 + 12.0 / d), P * (2 + 4.0 / d + 12.0 / d),
+                              P * (2.0 / d + 4.0 / d + 12.0 / d)};
+  for (int z = 0; z <= 3; ++z) {
+    const WeightMemory m = weight_memory(P, kMixed, z, d);
+    show(("mixed-bf16, 1e9 parameters, dp 8, ZeRO-" + std::to_string(z)).c_str(), expected[z], m.total());
+    CHECK(m.total() == Approx(expected[z]).epsilon(1e-12));
+  }
+  // dp 1 shards nothing; autocast adds its 2-byte copy at every level.
+  CHECK(weight_memory(P, kMixed, 3, 1).total() == Approx(P * 18).epsilon(1e-12));
+  const WeightMemory amp = weight_memory(P, kAmp, 0, 1);
+  show("amp-bf16, 1e9 parameters: 4 + 4 + 8 + 2 bytes", P * 18, amp.total());
+  CHECK(amp.autocast_copy == Approx(2 * P));
+  CHECK(amp.total() == Approx(18 * P));
+}
+
+TEST_CASE("gradient sync: all-reduce, reduce-scatter + all-gather, or per-pass gathers", "[rules]") {
+  const double P = 1e8;
+  const GradientSync z0 = gradient_sync(P, kMixed, 0, 4);
+  CHECK(z0.reduce == Collective::all_reduce);
+  show("ZeRO-0 all-reduce bytes: 4 P (fp32 grads)", 4 * P, z0.reduce_bytes);
+  CHECK(z0.reduce_bytes == Approx(4 * P));
+  CHECK(z0.gather_bytes == 0);
+  const GradientSync z2 = gradient_sync(P, kMixed, 2, 4);
+  CHECK(z2.reduce == Collective::reduce_scatter);
+  show("ZeRO-2 parameter all-gather after the step: 2 P (bf16)", 2 * P, z2.gather_bytes);
+  CHECK(z2.gather_bytes == Approx(2 * P));
+  CHECK(z2.gather_per_pass == 0);
+  const GradientSync z3 = gradient_sync(P, kMixed, 3, 4);
+  CHECK(z3.gather_bytes == 0);
+  CHECK(z3.gather_per_pass == Approx(2 * P));
+  CHECK_FALSE(gradient_sync(P, kMixed, 3, 1).active());  // one replica: nothing to sync
+  CHECK(updated_params(P, 2, 4) == Approx(P / 4));
+  CHECK(updated_params(P, 0, 4) == Approx(P));
+}
+
+TEST_CASE("ZeRO-3 prefetch exposes only what exceeds the neighbouring compute", "[rules]") {
+  show("gather 3 ms, forward 2 ms, backward 4 ms: 1 ms", 1e-3, zero3_gather_exposed(3e-3, 2e-3, 4e-3));
+  CHECK(zero3_gather_exposed(3e-3, 2e-3, 4e-3) == Approx(1e-3));
+  CHECK(zero3_gather_exposed(5e-3, 2e-3, 4e-3) == Approx(4e-3));
+}
+
+TEST_CASE("bucketed gradient reduction hides behind backward except the last bucket", "[rules]") {
+  // 400 M parameters in 40 M-element buckets: the last is 1/10 of the reduction.
+  const double exposed = overlapped_sync_exposed(1.0, 0.0, 5.0, 2.0, 400e6);
+  show("reduce 1 s behind 5 s of backward, 10 buckets: 0.1 s", 0.1, exposed);
+  CHECK(exposed == Approx(0.1));
+  // A reduction longer than backward shows the difference.
+  CHECK(overlapped_sync_exposed(7.0, 0.0, 5.0, 2.0, 400e6) == Approx(2.0));
+  // Fewer parameters than one bucket: nothing hides.
+  CHECK(overlapped_sync_exposed(1.0, 0.5, 5.0, 2.0, 1e6) == Approx(1.5));
+}
+
+TEST_CASE("optimizer step: (step + gradient) bytes per parameter in 8 kernels, affine in parameters", "[rules]") {
+  const GpuProfile gpu = *find_gpu_profile("h100-sxm5-80gb");
+  const KernelModel km(gpu);
+  const double P = 1e9;
+  // mixed-bf16 Adam reads grad 4, master 4, states 8; writes master 4, states 8, bf16 copy 2 = 30; norm pass 4 more.
+  const double bytes = P * (30 + 4);
+  const double expected = km.memory(bytes, 8, MemoryKind::optimizer);
+  show("1e9 parameters, 34 bytes each, 8 kernels", expected, optimizer_step(km, P, kMixed));
+  CHECK(optimizer_step(km, P, kMixed) == Approx(expected).epsilon(1e-12));
+  // The parts a per-op consumer sums: marginal per parameter group, fixed once.
+  const double parts = optimizer_step_marginal(km, 0.25 * P, kMixed) + optimizer_step_marginal(km, 0.75 * P, kMixed) +
+                       optimizer_step_fixed(km);
+  show("marginal(P/4) + marginal(3P/4) + fixed", expected, parts);
+  CHECK(parts == Approx(expected).epsilon(1e-9));
+}
+
+TEST_CASE("kept activations per recompute mode (Korthikanti et al. 2022)", "[rules]") {
+  const double all = 34, core = 5, boundary = 2, transient = 3;
+  const KeptActivations none = kept_activations(Recompute::none, all, core, boundary, transient);
+  const KeptActivations sel = kept_activations(Recompute::selective, all, core, boundary, transient);
+  const KeptActivations full = kept_activations(Recompute::full, all, core, boundary, transient);
+  show("none: keeps everything", all, none.kept);
+  show("selective: keeps all but the core attention", all - core, sel.kept);
+  show("full: keeps the block input", boundary, full.kept);
+  CHECK(none.kept == all);
+  CHECK(none.working == 2 * boundary + transient);
+  CHECK(sel.kept == all - core);
+  CHECK(sel.working == core + 2 * boundary + transient);
+  CHECK(full.kept == boundary);
+  CHECK(full.working == all + 2 * boundary + transient);
+  CHECK(block_recompute(Recompute::full, false) == Recompute::none);  // embedding, head: never
+  Op attention;
+  attention.core_attention = true;
+  Op mlp;
+  CHECK(op_recomputed(attention, Recompute::selective, true));
+  CHECK_FALSE(op_recomputed(mlp, Recompute::selective, true));
+  CHECK(op_recomputed(mlp, Recompute::full, true));
+  CHECK_FALSE(op_recomputed(mlp, Recompute::full, false));
+}
+
+TEST_CASE("stage memory: weights, in-flight activations, working set, ZeRO-3 buffers", "[rules]") {
+  StageMemoryInputs in;
+  in.params = 1e9;
+  in.largest_block_params = 1e8;
+  in.kept_per_micro_batch = 3e9;
+  in.working = 1e9;
+  in.in_flight = 4;
+  in.zero = 3;
+  in.dp = 8;
+  in.micro_batches = 16;
+  const MemoryBreakdown m = stage_memory(in, kMixed);
+  const double expected = 1e9 * 18 / 8 + 4 * 3e9 + 1e9 + 2 * 1e8 * 2;
+  show("1e9 params ZeRO-3 dp 8, 4 x 3 GB kept, 1 GB working, 2 gathered blocks", expected, m.total());
+  CHECK(m.total() == Approx(expected).epsilon(1e-12));
+  // Eager PyTorch with one micro-batch: the larger of the activation peak and the step.
+  in.zero = 0;
+  in.micro_batches = 1;
+  const MemoryBreakdown e = stage_memory(in, kAmp);
+  const double activation_peak = 1e9 * (4 + 8 + 2) + 4 * 3e9 + 1e9;  // no gradients yet
+  const double step_peak = 1e9 * (4 + 4 + 8 + 2);                    // no activations
+  show("amp-bf16, one micro-batch: max(activation peak, step peak)", std::max(activation_peak, step_peak), e.total());
+  CHECK(e.total() == Approx(std::max(activation_peak, step_peak)));
+}
+
+TEST_CASE("layers per stage: remainder to the first stages, interleaved chunks even", "[rules]") {
+  const auto split = layers_per_virtual_stage(10, 4, 1);
+  CHECK(split == std::vector<std::int64_t>{3, 3, 2, 2});
+  CHECK(layers_of_stage(24, 4, 2, 1) == 6);
+  CHECK(layers_per_virtual_stage(24, 4, 2) == std::vector<std::int64_t>(8, 3));
+  CHECK_THROWS(layers_per_virtual_stage(10, 4, 2));
+}
+
+TEST_CASE("micro-batches in flight: GPipe m, 1F1B min(m, p - s), interleaved warm-up / v", "[rules]") {
+  CHECK(micro_batches_in_flight(Schedule::gpipe, 4, 1, 16, 0) == 16);
+  CHECK(micro_batches_in_flight(Schedule::gpipe, 1, 1, 16, 0) == 16);
+  CHECK(micro_batches_in_flight(Schedule::one_f_one_b, 4, 1, 16, 0) == 4);
+  CHECK(micro_batches_in_flight(Schedule::one_f_one_b, 4, 1, 16, 3) == 1);
+  CHECK(micro_batches_in_flight(Schedule::one_f_one_b, 4, 1, 2, 0) == 2);
+  CHECK(micro_batches_in_flight(Schedule::one_f_one_b, 1, 1, 16, 0) == 1);
+  // p 4, v 2, stage 0: 2 * 3 + 1 * 4 + 1 = 11 chunk forwards = 5.5 micro-batches.
+  show("interleaved p 4 v 2 stage 0: (2(p-1) + (v-1)p + 1) / v", 5.5,
+       micro_batches_in_flight(Schedule::interleaved, 4, 2, 16, 0));
+  CHECK(micro_batches_in_flight(Schedule::interleaved, 4, 2, 16, 0) == Approx(5.5));
+}
+
+TEST_CASE("pipeline makespan: m x slowest + the other stages once (/v interleaved)", "[rules]") {
+  const std::vector<double> t{1.0, 2.0, 1.5};
+  // Alpa's Eq. 2: sum + (m - 1) max = 4.5 + 7 * 2 = 18.5.
+  show("stages 1, 2, 1.5 s, 8 micro-batches: 4.5 + 7 x 2", 18.5, pipeline_makespan(t, 8, 1));
+  CHECK(pipeline_makespan(t, 8, 1) == Approx(18.5));
+  CHECK(pipeline_makespan(t, 8, 2) == Approx(8 * 2 + 2.5 / 2));
+}
+
+TEST_CASE("pipeline sends: 1/tp per rank, gathered on arrival unless sequence-parallel", "[rules]") {
+  const PipelineSend s = pipeline_send(8e6, 4, false);
+  CHECK(s.per_rank == Approx(2e6));
+  CHECK(s.gather_after == Approx(8e6));
+  CHECK(pipeline_send(8e6, 4, true).gather_after == 0);
+  CHECK(pipeline_send(8e6, 1, false).gather_after == 0);
+  CHECK(pipeline_sends_per_micro_batch(3) == 6);
+  CHECK(tied_embedding_sync_bytes(1e8, 2, 4, kMixed) == Approx(1e8 / 2 * 4));
+  CHECK(tied_embedding_sync_bytes(1e8, 2, 1, kMixed) == 0);
+}
+
+TEST_CASE("rank order and groups: tensor-parallel ranks adjacent, then data, then pipeline", "[rules]") {
+  CHECK(plan_rank(4, 2, 1, 3, 1) == 1 * 8 + 3 * 2 + 1);
+  ClusterModel c;
+  c.nodes = 4;
+  c.gpus_per_node = 8;
+  PlanSpec p;
+  p.tp = 2;
+  p.dp = 8;
+  p.pp = 2;
+  const PlanGroups g = plan_groups(c, p);
+  CHECK(g.tp.per_node == 2);
+  CHECK(g.dp.per_node == 4);  // 8 GPUs a node / tp 2
+  CHECK(g.dp_share == Approx(0.5));
+  CHECK(g.pp_cross_node);  // neighbours 16 ranks apart
+}
+
+TEST_CASE("all-reduce algorithm: the tree wins when B/(n bw) < alpha (n - 1 - ceil(log2 n))", "[rules][collectives]") {
+  const double bw = 100e9, a = 5e-6;
+  const std::int64_t n = 64;
+  const double threshold = n * bw * a * (n - 1 - 6);  // bytes where the two tie
+  const double ring = all_reduce_time(AllReduceAlgorithm::ring, n, threshold, bw, a);
+  const double tree = all_reduce_time(AllReduceAlgorithm::tree, n, threshold, bw, a);
+  show("64 ranks, 100 GB/s, 5 us: ring and tree tie at the crossover (tree)", ring, tree);
+  CHECK(tree == Approx(ring).epsilon(1e-12));
+  CHECK(choose_all_reduce(n, 0.5 * threshold, bw, a) == AllReduceAlgorithm::tree);
+  CHECK(choose_all_reduce(n, 2 * threshold, bw, a) == AllReduceAlgorithm::ring);
+  CHECK(all_reduce_time(AllReduceAlgorithm::ring, 8, 8e9, 100e9, 0) == Approx(2 * 7.0 / 8 * 8e9 / 100e9));
+}
