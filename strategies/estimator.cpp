@@ -170,7 +170,9 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     if (sync.gather_bytes > 0)
       gather = collective_time(cluster_, Collective::all_gather, sync.gather_bytes, groups.dp, groups.dp_share);
     if (const Bytes tied = tied_embedding_sync_bytes(g.tied_params, t, p, rules_); tied > 0 && (s == 0 || s == p - 1))
-      reduce += collective_time(cluster_, Collective::all_reduce, tied, Group{2, 1}, 1.0 / double(cluster_.gpus_per_node));
+      reduce += groups.ends_cross_node
+                    ? collective_time(cluster_, Collective::all_reduce, tied, Group{2, 1}, 1.0 / double(cluster_.gpus_per_node))
+                    : collective_time(cluster_, Collective::all_reduce, tied, Group{2, 2}, 1.0);
     st.dp_exposed = reduce + gather;
     // Buckets reduce while the last micro-batch runs backward; parameter gathers of
     // ZeRO-1/2 overlap the next forward.

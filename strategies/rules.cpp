@@ -170,6 +170,7 @@ PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p) {
   g.ep = {p.ep, ep_local};
   g.ep_share = double(ep_local) / double(gpn);
   g.pp_cross_node = p.dp * p.tp >= gpn;
+  g.ends_cross_node = p.dp * p.tp * p.pp > gpn;
   return g;
 }
 

@@ -163,6 +163,7 @@ struct PlanGroups {
   Group tp, dp, ep;
   double dp_share = 1, ep_share = 1;  // fraction of a node's NICs each group gets
   bool pp_cross_node = false;         // pipeline neighbours sit on different nodes
+  bool ends_cross_node = false;       // the first and last stage sit on different nodes
 };
 PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p);
 

@@ -193,6 +193,9 @@ TEST_CASE("rank order and groups: tensor-parallel ranks adjacent, then data, the
   CHECK(g.dp.per_node == 4);  // 8 GPUs a node / tp 2
   CHECK(g.dp_share == Approx(0.5));
   CHECK(g.pp_cross_node);  // neighbours 16 ranks apart
+  CHECK(g.ends_cross_node);
+  p.dp = 2;
+  CHECK_FALSE(plan_groups(c, p).ends_cross_node);  // 2 x 2 x 2 = 8 GPUs: one node
 }
 
 TEST_CASE("all-reduce algorithm: the tree wins when B/(n bw) < alpha (n - 1 - ceil(log2 n))", "[rules][collectives]") {
