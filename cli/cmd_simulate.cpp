@@ -37,31 +37,36 @@ int simulate_command(const SimulateOptions& o) {
   so.trace_file = o.trace;
   so.platform_file = o.platform;
   so.timeline_gpus = o.timeline;
-  nlohmann::json out = sim::to_json(sim::simulate(s, so));
+  const sim::SimulationResult r = sim::simulate(s, so);
+  const Prediction& p = r.prediction;
+  nlohmann::json out = sim::to_json(r);
   out["tool"] = tool_json("simgrid");
   out["tool"]["simgrid_version"] = sim::simgrid_version();
-  out["tool"]["network_model"] = out["simulator"]["network_model"];
+  out["tool"]["network_model"] = r.simulator["network_model"];
   // The results database keeps the SimGrid configuration as provenance.
-  out["tool"]["simgrid_config"] = out["simulator"]["network_model"];
+  out["tool"]["simgrid_config"] = r.simulator["network_model"];
   if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, out, "simulated") << " in " << o.db << '\n';
   if (o.json) {
     out["scenario"] = to_json(s);
     std::cout << out.dump(2) << '\n';
     return 0;
   }
-  const auto& st = out["simulator"];
-  const auto& b = out["breakdown"];
+  const auto& st = r.simulator;
+  const auto& b = p.breakdown;
   const auto d = [](const nlohmann::json& j, const char* k) { return j[k].get<double>(); };
   std::cout << fmt::format("scenario        {}\n", s.name);
-  std::cout << fmt::format("iteration time  {:.4f} s simulated (analytical estimate {:.4f} s)\n",
-                           d(out, "iteration_time_s"), d(st, "estimator_iteration_time_s"));
-  std::cout << fmt::format("throughput      {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}%\n", d(out, "tokens_per_s"),
-                           d(out, "tflops_per_gpu"), 100 * d(out, "mfu"));
-  std::cout << fmt::format("memory per GPU  {} of {} ({})\n", gb(d(out, "memory_per_gpu_bytes")),
-                           gb(d(out, "memory_capacity_bytes")), out["fits"].get<bool>() ? "fits" : "does NOT fit");
-  std::cout << "critical GPU    ";
-  for (const auto& [k, v] : b.items()) std::cout << fmt::format("{} {:.4f}  ", k, v.get<double>());
-  std::cout << fmt::format("\nbubble          {:.1f}% of the schedule\n", 100 * d(st, "bubble_fraction"));
+  std::cout << fmt::format("iteration time  {:.4f} s simulated (analytical estimate {:.4f} s)\n", p.iteration_time,
+                           d(st, "estimator_iteration_time_s"));
+  std::cout << fmt::format("throughput      {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}%\n", p.tokens_per_s,
+                           p.tflops_per_gpu, 100 * p.mfu);
+  std::cout << fmt::format("memory per GPU  {} of {} ({})\n", gb(p.memory_per_gpu), gb(p.memory_capacity),
+                           p.fits ? "fits" : "does NOT fit");
+  std::cout << fmt::format("critical GPU    bubble_s {:.4f}  compute_backward_s {:.4f}  compute_forward_s {:.4f}  "
+                           "compute_recompute_s {:.4f}  dp_comm_exposed_s {:.4f}  ep_comm_exposed_s {:.4f}  "
+                           "optimizer_s {:.4f}  pp_comm_exposed_s {:.4f}  tp_comm_exposed_s {:.4f}  \n",
+                           b.bubble, b.compute_backward, b.compute_forward, b.compute_recompute, b.dp_comm_exposed,
+                           b.ep_comm_exposed, b.optimizer, b.pp_comm_exposed, b.tp_comm_exposed);
+  std::cout << fmt::format("bubble          {:.1f}% of the schedule\n", 100 * d(st, "bubble_fraction"));
   std::cout << "busiest links\n";
   for (const auto& l : st["busiest_links"])
     std::cout << fmt::format("  {:<28} {:5.1f}%  {}\n", l["link"].get<std::string>(), 100 * d(l, "utilisation"),
