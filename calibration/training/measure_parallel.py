@@ -316,7 +316,9 @@ def parallelize_dtensor(model, mesh, loss_mode):
 
 # ---------------------------------------------------------------------------
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(add_help=False)
+    # allow_abbrev=False: otherwise "--micro-batch 4" is taken as an abbreviation of
+    # --micro-batches and measure_train's --micro-batch stays 1 (the first multi-GPU batch did that).
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--mode", choices=["ddp", "fsdp", "tp", "dtp", "pp"], required=True)
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel size (tp: default all ranks; pp: default 1)")
     p.add_argument("--pp", type=int, default=None, help="pipeline stages (pp mode; default world / tp)")

@@ -73,6 +73,22 @@ LLAMA11="--family llama --hidden 2048 --layers 22 --heads 32 --kv-heads 4 --ffn-
 LLAMA24="--family llama --hidden 2560 --layers 32 --heads 32 --kv-heads 8 --ffn-hidden 6912"
 LLAMA7="--family llama --hidden 4096 --layers 32 --heads 32 --kv-heads 32 --ffn-hidden 11008"
 
+# ---- 4 GPUs (listed first: the combinations, then the rest) ----
+run dtp4-gpt-2.7b-s2048-mb2        4 150 dtp  $GPT27 --seq-len 2048 --micro-batch 2
+run dtp4-llama-7b-s2048-mb1        4 200 dtp  $LLAMA7 --seq-len 2048 --micro-batch 1
+run dp2tp2-gpt-1.3b-s2048-mb4      4 150 tp   $GPT13 --seq-len 2048 --micro-batch 4 --tp 2
+run dp2tp2-gpt-2.7b-s2048-mb2      4 150 tp   $GPT27 --seq-len 2048 --micro-batch 2 --tp 2
+run tp2pp2-gpt-2.7b-s2048-mb2-m4   4 150 pp   $GPT27 --seq-len 2048 --micro-batch 2 --micro-batches 4 --tp 2
+run tp2pp2-gpt-6.7b-s2048-mb1-m8   4 200 pp   $GPT67 --seq-len 2048 --micro-batch 1 --micro-batches 8 --tp 2
+run ddp4-gpt-1.3b-s2048-mb4        4 120 ddp  $GPT13 --seq-len 2048 --micro-batch 4
+run ddp4-llama-1.1b-s2048-mb4      4 120 ddp  $LLAMA11 --seq-len 2048 --micro-batch 4
+run fsdp4-gpt-2.7b-s2048-mb2-fp32  4 150 fsdp $GPT27 --seq-len 2048 --micro-batch 2 --fsdp-mp none
+run fsdp4-gpt-6.7b-s2048-mb1-fp32  4 200 fsdp $GPT67 --seq-len 2048 --micro-batch 1 --fsdp-mp none
+run fsdp4-gpt-2.7b-s2048-mb2-bf16  4 150 fsdp $GPT27 --seq-len 2048 --micro-batch 2 --fsdp-mp bf16 --fsdp-reduce-dtype fp32
+run fsdp4-llama-7b-s2048-mb1-bf16  4 200 fsdp $LLAMA7 --seq-len 2048 --micro-batch 1 --fsdp-mp bf16 --fsdp-reduce-dtype fp32
+run fsdp4-llama-7b-s2048-mb2-bf16  4 200 fsdp $LLAMA7 --seq-len 2048 --micro-batch 2 --fsdp-mp bf16 --fsdp-reduce-dtype fp32
+run tp4-gpt-2.7b-s2048-mb2         4 150 tp   $GPT27 --seq-len 2048 --micro-batch 2
+run tp4-gpt-6.7b-s2048-mb1         4 200 tp   $GPT67 --seq-len 2048 --micro-batch 1
 # ---- 2 GPUs ----
 run ddp2-gpt-350m-s1024-mb16       2 120 ddp  $GPT350 --seq-len 1024 --micro-batch 16
 run ddp2-gpt-350m-s1024-mb4        2 120 ddp  $GPT350 --seq-len 1024 --micro-batch 4
@@ -80,6 +96,7 @@ run ddp2-gpt-1.3b-s2048-mb4        2 120 ddp  $GPT13 --seq-len 2048 --micro-batc
 run ddp2-llama-1.1b-s2048-mb4      2 120 ddp  $LLAMA11 --seq-len 2048 --micro-batch 4
 run fsdp2-gpt-1.3b-s2048-mb4-fp32  2 120 fsdp $GPT13 --seq-len 2048 --micro-batch 4 --fsdp-mp none
 run fsdp2-gpt-1.3b-s2048-mb4-bf16  2 120 fsdp $GPT13 --seq-len 2048 --micro-batch 4 --fsdp-mp bf16 --fsdp-reduce-dtype fp32
+run fsdp2-gpt-1.3b-s2048-mb4-bf16-fsdp2 2 120 fsdp $GPT13 --seq-len 2048 --micro-batch 4 --fsdp-mp bf16 --fsdp-reduce-dtype fp32 --fsdp-impl fsdp2
 run fsdp2-llama-2.4b-s2048-mb2-bf16r 2 150 fsdp $LLAMA24 --seq-len 2048 --micro-batch 2 --fsdp-mp bf16 --fsdp-reduce-dtype bf16
 run tp2-gpt-1.3b-s2048-mb4         2 120 tp   $GPT13 --seq-len 2048 --micro-batch 4
 run tp2-gpt-2.7b-s2048-mb2         2 150 tp   $GPT27 --seq-len 2048 --micro-batch 2
@@ -87,21 +104,6 @@ run dtp2-gpt-1.3b-s2048-mb4        2 150 dtp  $GPT13 --seq-len 2048 --micro-batc
 run dtp2-llama-1.1b-s2048-mb4      2 150 dtp  $LLAMA11 --seq-len 2048 --micro-batch 4
 run pp2-gpt-1.3b-s2048-mb2-m8      2 150 pp   $GPT13 --seq-len 2048 --micro-batch 2 --micro-batches 8
 run pp2-llama-1.1b-s2048-mb4-m4    2 150 pp   $LLAMA11 --seq-len 2048 --micro-batch 4 --micro-batches 4
-# ---- 4 GPUs ----
-run ddp4-gpt-1.3b-s2048-mb4        4 120 ddp  $GPT13 --seq-len 2048 --micro-batch 4
-run ddp4-llama-1.1b-s2048-mb4      4 120 ddp  $LLAMA11 --seq-len 2048 --micro-batch 4
-run fsdp4-gpt-2.7b-s2048-mb2-fp32  4 150 fsdp $GPT27 --seq-len 2048 --micro-batch 2 --fsdp-mp none
-run fsdp4-gpt-6.7b-s2048-mb1-fp32  4 200 fsdp $GPT67 --seq-len 2048 --micro-batch 1 --fsdp-mp none
-run fsdp4-llama-7b-s2048-mb1-bf16  4 200 fsdp $LLAMA7 --seq-len 2048 --micro-batch 1 --fsdp-mp bf16 --fsdp-reduce-dtype fp32
-run fsdp4-llama-7b-s2048-mb2-bf16  4 200 fsdp $LLAMA7 --seq-len 2048 --micro-batch 2 --fsdp-mp bf16 --fsdp-reduce-dtype fp32
-run tp4-gpt-2.7b-s2048-mb2         4 150 tp   $GPT27 --seq-len 2048 --micro-batch 2
-run tp4-gpt-6.7b-s2048-mb1         4 200 tp   $GPT67 --seq-len 2048 --micro-batch 1
-run dtp4-gpt-2.7b-s2048-mb2        4 150 dtp  $GPT27 --seq-len 2048 --micro-batch 2
-run dtp4-llama-7b-s2048-mb1        4 200 dtp  $LLAMA7 --seq-len 2048 --micro-batch 1
-run dp2tp2-gpt-1.3b-s2048-mb4      4 150 tp   $GPT13 --seq-len 2048 --micro-batch 4 --tp 2
-run dp2tp2-gpt-2.7b-s2048-mb2      4 150 tp   $GPT27 --seq-len 2048 --micro-batch 2 --tp 2
-run tp2pp2-gpt-2.7b-s2048-mb2-m4   4 150 pp   $GPT27 --seq-len 2048 --micro-batch 2 --micro-batches 4 --tp 2
-run tp2pp2-gpt-6.7b-s2048-mb1-m8   4 200 pp   $GPT67 --seq-len 2048 --micro-batch 1 --micro-batches 8 --tp 2
 
 python3 - "$combined" "$rundir" "${names[@]}" <<'PY'
 import glob, json, os, sys
