@@ -1,4 +1,4 @@
-// Alpa's benchmark suites (scenarios/alpa) through the full search with default options:
+// Alpa's benchmark suites (data/scenarios/alpa) through the full search with default options:
 // on every case the Alpa-style plan is at least as fast as the best manual plan under
 // the same cost model (and fits whenever a manual plan fits), and every intra-op ILP is
 // proven optimal. One test case per suite so CTest can run them side by side.
@@ -14,7 +14,7 @@ using namespace clustersim::search;
 namespace {
 
 void check_suite(const std::string& prefix) {
-  const std::filesystem::path dir = std::filesystem::path(CLUSTERSIM_SOURCE_DIR) / "scenarios" / "alpa";
+  const std::filesystem::path dir = std::filesystem::path(CLUSTERSIM_SOURCE_DIR) / "data" / "scenarios" / "alpa";
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".json" && e.path().filename().string().rfind(prefix, 0) == 0) files.push_back(e.path());

@@ -18,7 +18,7 @@ TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[si
   std::printf("\n%-8s %5s %3s %3s %12s %12s %8s %8s\n", "model", "GPUs", "TP", "PP", "estimator s", "simulated s",
               "diff", "wall s");
   for (const char* row : {"gpt-1_7b", "gpt-3_6b", "gpt-7_5b", "gpt-18_4b", "gpt-39_1b"}) {
-    const Scenario s = load_scenario(root + "/scenarios/megatron-table1/" + row + ".json");
+    const Scenario s = load_scenario(root + "/data/scenarios/megatron-table1/" + row + ".json");
     REQUIRE_FALSE(s.plan.overlap_grad_reduce);
     const Estimate e = make_estimator(s).estimate(s.plan);
     const auto r = sim::simulate(s);
