@@ -13,7 +13,7 @@
 
 using namespace clustersim;
 
-TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[sim][megatron]") {
+TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[sim][megatron][slow]") {
   const std::string root = CLUSTERSIM_SOURCE_DIR;
   std::printf("\n%-8s %5s %3s %3s %12s %12s %8s %8s\n", "model", "GPUs", "TP", "PP", "estimator s", "simulated s",
               "diff", "wall s");
