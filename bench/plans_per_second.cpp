@@ -25,7 +25,7 @@ static std::string cpu_model() {
 }
 
 int main(int argc, char** argv) {
-  std::string file = std::string(CLUSTERSIM_SOURCE_DIR) + "/scenarios/megatron-table1/gpt-145_6b.json";
+  std::string file = std::string(CLUSTERSIM_SOURCE_DIR) + "/data/scenarios/megatron-table1/gpt-145_6b.json";
   double seconds = 3.0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);

@@ -15,7 +15,7 @@ using namespace clustersim;
 
 int main(int argc, char** argv) {
   try {
-    std::string file = std::string(CLUSTERSIM_SOURCE_DIR) + "/scenarios/alpa/gpt-39b.json";
+    std::string file = std::string(CLUSTERSIM_SOURCE_DIR) + "/data/scenarios/alpa/gpt-39b.json";
     search::SearchOptions o;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];

@@ -1,4 +1,4 @@
-// The Alpa benchmark suites (scenarios/alpa: GPT, MoE, Wide-ResNet on up to 8 x 8
+// The Alpa benchmark suites (data/scenarios/alpa: GPT, MoE, Wide-ResNet on up to 8 x 8
 // V100-16GB) through the full plan search with default options, one row per case: the
 // Alpa-style plan, the best manual plan under the same cost model, the speed-up and the
 // search time. Iteration times are predictions of the cost model, not measurements.
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
       }
     }
     if (files.empty()) {
-      for (const auto& e : std::filesystem::directory_iterator(std::string(CLUSTERSIM_SOURCE_DIR) + "/scenarios/alpa"))
+      for (const auto& e : std::filesystem::directory_iterator(std::string(CLUSTERSIM_SOURCE_DIR) + "/data/scenarios/alpa"))
         if (e.path().extension() == ".json") files.push_back(e.path().string());
       std::sort(files.begin(), files.end());
     }

@@ -15,7 +15,7 @@
 using namespace clustersim;
 
 int main(int argc, char** argv) {
-  std::string file = std::string(CLUSTERSIM_SOURCE_DIR) + "/scenarios/megatron-table1/gpt-145_6b.json";
+  std::string file = std::string(CLUSTERSIM_SOURCE_DIR) + "/data/scenarios/megatron-table1/gpt-145_6b.json";
   bool table = false;
   std::int64_t only = 0;
   for (int i = 1; i < argc; ++i) {

@@ -12,11 +12,11 @@
 #include <fstream>
 #include <memory>
 
-#include "cli/calibration_store.hpp"
 #include "cli/command.hpp"
-#include "cli/store.hpp"
 #include "costmodel/calibration.hpp"
 #include "costmodel/collective_fit.hpp"
+#include "runner/calibration_store.hpp"
+#include "runner/store.hpp"
 #include "scenarios/diagnostics.hpp"
 
 namespace clustersim::cli {
@@ -29,7 +29,7 @@ struct FitCommand {
 };
 
 struct ImportCommand {
-  std::string data_file, attention_file, profile, db = default_db_file;
+  std::string data_file, attention_file, profile, db = runner::default_db_file;
 };
 
 int import(const ImportCommand& c) {
@@ -38,7 +38,7 @@ int import(const ImportCommand& c) {
     throw InputError("<command line>", "--profile", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.profile));
   Microbenchmarks data = read_microbenchmarks(c.data_file);
   if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
-  const ImportCount n = import_calibration_samples(c.db, data, *profile);
+  const runner::ImportCount n = runner::import_calibration_samples(c.db, data, *profile);
   fmt::print("{}: stored {} calibration samples for {} ({} already there, skipped)\n", c.db, n.stored, profile->name,
              n.skipped);
   return 0;
@@ -55,7 +55,7 @@ int fit(const FitCommand& c) {
   Microbenchmarks data;
   if (!c.db.empty()) {
     if (c.hardware.empty()) throw InputError("<command line>", "--hardware", "--db needs --hardware NAME");
-    data = load_calibration_samples(c.db, c.hardware);
+    data = runner::load_calibration_samples(c.db, c.hardware);
   } else {
     if (c.data_file.empty()) throw InputError("<command line>", "FILE", "give a microbenchmark file or --db and --hardware");
     data = read_microbenchmarks(c.data_file);

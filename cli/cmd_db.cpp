@@ -1,6 +1,6 @@
 // clustersim db list | show | sweeps | failed | compare | export | plot | import-measured
-// | check: reading the results database, and importing measured runs (the format is in
-// results/README.md). Every subcommand takes --db FILE (default clustersim.db).
+// | check: reading the results database, and importing measured runs (runner/; the
+// format is in results/README.md). Every subcommand takes --db FILE (default clustersim.db).
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -12,11 +12,13 @@
 #include <set>
 
 #include "cli/command.hpp"
-#include "cli/store.hpp"
 #include "results/store.hpp"
 #include "results/svg.hpp"
+#include "runner/compare.hpp"
+#include "runner/measured_import.hpp"
+#include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
-#include "scenarios/scenario.hpp"
+#include "scenarios/units.hpp"
 
 namespace clustersim::cli {
 namespace {
@@ -25,7 +27,7 @@ using nlohmann::json;
 using results::Database;
 
 struct DbOptions {
-  std::string db = default_db_file;
+  std::string db = runner::default_db_file;
   std::int64_t limit = 50;
   std::string run;
   std::int64_t sweep = 0;
@@ -143,157 +145,22 @@ int check(const DbOptions& o) {
 
 // ---- import-measured ----
 
-results::MeasuredRecord parse_measured(const json& doc, const std::string& file) {
-  Diagnostics diag(file);
-  ObjectReader r(doc, "", diag, {"format", "name", "source", "scenario", "measured", "environment", "command_line", "error"});
-  results::MeasuredRecord m;
-  m.file = file;
-  if (!r.valid()) diag.throw_if_errors();
-  if (const auto fmt_name = r.string("format"); fmt_name && *fmt_name != "clustersim-measured-run/1")
-    diag.error(r.path("format"), "expected \"clustersim-measured-run/1\", got \"" + *fmt_name + "\"");
-  m.name = r.string("name").value_or("");
-  m.source = r.string("source").value_or("");
-  if (const auto* sc = r.object("scenario")) {
-    json s = *sc;
-    if (!s.contains("name")) s["name"] = m.name;
-    // Paths inside the scenario are reported below /scenario.
-    Diagnostics sd(file);
-    const Scenario scenario = parse_scenario(s, sd);
-    for (const auto& p : sd.problems()) diag.error("/scenario" + p.path, p.message);
-    if (sd.ok()) m.scenario = to_json(scenario);
-  }
-  if (const auto* me_all = r.object("measured")) {
-    // The format names these keys; producers may add more (per-step series, loss...),
-    // which are kept with the run but not checked.
-    static const std::set<std::string> known{"step_time_s", "forward_time_s", "backward_time_s", "optimizer_time_s",
-                                             "peak_memory_bytes", "peak_reserved_bytes", "tokens_per_s", "parameters",
-                                             "steps_measured", "step_times_s"};
-    // (Edit distance cannot tell a typo from such a series: "forward_times_s" is a
-    // legitimate neighbour of "forward_time_s". The required step_time_s is the guard.)
-    json checked = json::object();
-    for (const auto& [k, v] : me_all->items())
-      if (known.count(k)) checked[k] = v;
-    const json* me = &checked;
-    ObjectReader mr(*me, "/measured", diag,
-                    {"step_time_s", "forward_time_s", "backward_time_s", "optimizer_time_s", "peak_memory_bytes",
-                     "peak_reserved_bytes", "tokens_per_s", "parameters", "steps_measured", "step_times_s"});
-    mr.number("step_time_s", 1e-12, 1e9);
-    for (const char* k : {"forward_time_s", "backward_time_s", "optimizer_time_s"}) mr.number(k, 0, 1e9, false);
-    for (const char* k : {"peak_memory_bytes", "peak_reserved_bytes", "tokens_per_s", "parameters"})
-      mr.number(k, 0, 1e300, false);
-    mr.integer("steps_measured", 1, 1'000'000'000, false);
-    if (const auto* st = mr.get("step_times_s")) {
-      if (!st->is_array()) diag.error(mr.path("step_times_s"), "expected a list of seconds, got " + describe(*st));
-      else
-        for (std::size_t i = 0; i < st->size(); ++i)
-          if (!(*st)[i].is_number() || (*st)[i].get<double>() <= 0)
-            diag.error(json_path(mr.path("step_times_s"), i), "expected a positive number, got " + describe((*st)[i]));
-    }
-    m.measured = *me_all;
-  }
-  // The environment is free-form provenance: the known keys become columns, every key is kept.
-  if (const auto* env = r.object("environment")) {
-    for (const auto& [k, v] : env->items())
-      if (!(v.is_string() || v.is_number() || v.is_boolean() || v.is_null()))
-        diag.error(json_path("/environment", k), "expected a string, number or true/false, got " + describe(v));
-    m.environment = *env;
-  }
-  // The producer's command line is provenance too; a run that failed has nothing to import.
-  if (const auto cmd = r.string("command_line", false)) m.environment["command_line"] = *cmd;
-  if (const auto* err = r.get("error"))
-    diag.error(r.path("error"), "the measurement failed (" + describe(*err) + "): nothing to import");
-  diag.throw_if_errors();
-  return m;
-}
-
 int import_measured(const DbOptions& o) {
-  // Parse every file first so that one bad file imports nothing.
-  std::vector<results::MeasuredRecord> records;
-  std::vector<Problem> problems;
-  for (const auto& f : o.files) {
-    try {
-      const json doc = read_json_file(f);
-      // calibration/training/run_all.sh writes many runs in one file.
-      if (doc.is_object() && doc.value("format", "") == "clustersim-measured-runs/1") {
-        const auto& runs = doc.value("runs", json::array());
-        if (!runs.is_array() || runs.empty()) throw InputError(f, "/runs", "expected a non-empty list of measured runs");
-        for (std::size_t i = 0; i < runs.size(); ++i) {
-          try {
-            records.push_back(parse_measured(runs[i], f));
-          } catch (const InputError& e) {
-            for (auto p : e.problems()) {
-              p.path = json_path("/runs", i) + p.path;
-              problems.push_back(p);
-            }
-          }
-        }
-        continue;
-      }
-      records.push_back(parse_measured(doc, f));
-    } catch (const InputError& e) {
-      problems.insert(problems.end(), e.problems().begin(), e.problems().end());
-    }
-  }
-  if (!problems.empty()) throw InputError(problems);
-  Database db(o.db, Database::Mode::read_write);
-  db.begin();
-  std::vector<std::int64_t> ids;
-  try {
-    for (const auto& m : records) ids.push_back(db.add_measured(m));
-    db.commit();
-  } catch (...) {
-    db.rollback();
-    throw;
-  }
-  for (std::size_t i = 0; i < records.size(); ++i)
-    fmt::print("{}: measured run m{} (scenario {})\n", records[i].file, ids[i], results::scenario_hash(records[i].scenario));
+  const auto records = runner::read_measured_runs(o.files);
+  for (const auto& r : runner::store_measured_runs(o.db, records))
+    fmt::print("{}: measured run m{} (scenario {})\n", r.file, r.id, r.scenario_hash);
   return 0;
 }
 
 // ---- compare ----
 
-struct ErrorStats {
-  std::size_t n = 0;
-  double sum_abs = 0, sum = 0, worst = 0;
-  void add(double e) {
-    ++n, sum_abs += std::abs(e), sum += e;
-    if (std::abs(e) > std::abs(worst)) worst = e;
-  }
-  json to_json() const {
-    return {{"runs", n}, {"mape", n ? sum_abs / n : 0.0}, {"bias", n ? sum / n : 0.0}, {"worst", worst}};
-  }
-};
-
 int compare(const DbOptions& o) {
-  const Database db(o.db, Database::Mode::read_only);
-  const auto rows = db.compare_rows(o.method);
-  ErrorStats all;
-  std::map<std::pair<std::string, std::string>, ErrorStats> groups;  // (hardware, family), sorted
-  json pairs = json::array();
-  for (const auto& r : rows) {
-    const double measured = r["measured_s"].get<double>(), predicted = r["predicted_s"].get<double>();
-    const double err = (predicted - measured) / measured;
-    all.add(err);
-    groups[{text_of(r["hardware"]), text_of(r["family"])}].add(err);
-    json p = r;
-    p["error"] = err;
-    if (r["measured_memory_bytes"].is_number() && r["predicted_memory_bytes"].is_number())
-      p["memory_error"] = (r["predicted_memory_bytes"].get<double>() - r["measured_memory_bytes"].get<double>()) /
-                          r["measured_memory_bytes"].get<double>();
-    pairs.push_back(p);
-  }
+  const runner::Comparison c = runner::compare_with_measured(o.db, o.method);
   if (o.json) {
-    json g = json::array();
-    for (const auto& [k, s] : groups) {
-      auto j = s.to_json();
-      j["hardware"] = k.first;
-      j["family"] = k.second;
-      g.push_back(j);
-    }
-    std::cout << json{{"method", o.method}, {"pairs", pairs}, {"groups", g}, {"overall", all.to_json()}}.dump(2) << '\n';
+    std::cout << c.to_json().dump(2) << '\n';
     return 0;
   }
-  if (rows.empty()) {
+  if (c.pairs.empty()) {
     fmt::print("no measured run has a {} run of the same scenario (import with 'db import-measured', run with --db)\n",
                o.method);
     return 0;
@@ -301,21 +168,18 @@ int compare(const DbOptions& o) {
   fmt::print("measured step time against the latest {} prediction of the same scenario\n\n", o.method);
   fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12} {:>12} {:>8} {:>10}  {}\n", "measured", "simulated", "hardware", "family",
              "measured s", "predicted s", "error", "mem error", "scenario");
-  for (const auto& p : pairs)
+  for (const auto& p : c.pairs)
     fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12.6g} {:>12.6g} {:>+7.1f}% {:>10}  {}\n", "m" + text_of(p["measured_id"]),
                text_of(p["simulated_id"]), text_of(p["hardware"]), text_of(p["family"]), p["measured_s"].get<double>(),
                p["predicted_s"].get<double>(), 100 * p["error"].get<double>(),
                p.contains("memory_error") ? fmt::format("{:+.1f}%", 100 * p["memory_error"].get<double>()) : "-",
                text_of(p["scenario"]));
   fmt::print("\n{:<24} {:<7} {:>5} {:>8} {:>8} {:>8}\n", "hardware", "family", "runs", "MAPE", "bias", "worst");
-  for (const auto& [k, s] : groups) {
-    const auto j = s.to_json();
-    fmt::print("{:<24} {:<7} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", k.first, k.second, s.n,
-               100 * j["mape"].get<double>(), 100 * j["bias"].get<double>(), 100 * s.worst);
-  }
-  const auto j = all.to_json();
-  fmt::print("{:<24} {:<7} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", "all", "", all.n, 100 * j["mape"].get<double>(),
-             100 * j["bias"].get<double>(), 100 * all.worst);
+  for (const auto& [k, s] : c.groups)
+    fmt::print("{:<24} {:<7} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", k.first, k.second, s.n, 100 * s.mape(),
+               100 * s.bias(), 100 * s.worst);
+  fmt::print("{:<24} {:<7} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", "all", "", c.overall.n, 100 * c.overall.mape(),
+             100 * c.overall.bias(), 100 * c.overall.worst);
   return 0;
 }
 

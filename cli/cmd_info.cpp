@@ -2,11 +2,10 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
-#include "cli/provenance.hpp"
 #include "costmodel/hardware.hpp"
 #include "results/sqlite_info.hpp"
+#include "runner/provenance.hpp"
 #include "sim/simgrid_info.hpp"
-
 
 namespace clustersim::cli {
 namespace {
@@ -29,8 +28,8 @@ const Registration gpus_command{"gpus", "list the built-in GPU profiles",
 
 const Registration version_command{"version", "print versions and provenance", [](CLI::App&) -> Runner {
                                      return [] {
-                                       fmt::print("clustersim {} (git {})\nSimGrid {}\nSQLite {}\n", tool_version,
-                                                  git_revision, sim::simgrid_version(),
+                                       fmt::print("clustersim {} (git {})\nSimGrid {}\nSQLite {}\n", runner::tool_version,
+                                                  runner::git_revision, sim::simgrid_version(),
                                                   results::sqlite_version());
                                        return 0;
                                      };

@@ -1,24 +1,11 @@
-// What every printed or stored result says about the tool that produced it. The
-// version and git revision come from the build (cli/CMakeLists.txt).
+// The tool's provenance moved to the runner layer (runner/provenance.hpp). This header
+// keeps the commands that still include it by its old name (run, simulate, search)
+// compiling; remove it once they include runner/provenance.hpp.
 #pragma once
-#include <nlohmann/json.hpp>
-#include <string_view>
-
-#ifndef CLUSTERSIM_GIT_REVISION
-#define CLUSTERSIM_GIT_REVISION "unknown"
-#endif
-#ifndef CLUSTERSIM_VERSION
-#define CLUSTERSIM_VERSION "0"
-#endif
+#include "runner/provenance.hpp"
 
 namespace clustersim::cli {
-
-inline constexpr const char* tool_version = CLUSTERSIM_VERSION;
-inline constexpr const char* git_revision = CLUSTERSIM_GIT_REVISION;
-
-// The "tool" object of a result: name, version, git revision and how it was computed.
-inline nlohmann::json tool_json(std::string_view method) {
-  return {{"name", "clustersim"}, {"version", tool_version}, {"git_revision", git_revision}, {"method", method}};
-}
-
+using runner::git_revision;
+using runner::tool_json;
+using runner::tool_version;
 }  // namespace clustersim::cli

@@ -11,7 +11,7 @@
 namespace clustersim {
 
 struct Problem {
-  std::string file;     // "scenarios/x.json", or "<built-in>"
+  std::string file;     // "data/scenarios/x.json", or "<built-in>"
   std::string path;     // JSON pointer, "/cluster/nodes"
   std::string message;  // "expected an integer >= 1, got -2"
   std::string to_string() const;

@@ -127,7 +127,7 @@ Scenario load_scenario(const std::string& file);
 // over stages, tp divides heads...). parse_scenario runs them; the plan enumerator
 // reuses them so that "valid" means one thing.
 void check_consistency(const Scenario& s, Diagnostics& diag);
-// The scenario built into the binary (scenarios/default.json).
+// The scenario built into the binary (data/scenarios/default.json).
 Scenario default_scenario();
 std::string_view default_scenario_text();
 

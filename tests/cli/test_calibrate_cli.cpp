@@ -61,7 +61,7 @@ TEST_CASE("the H100 measured runs import and compare with the analytical estimat
   REQUIRE(run("db import-measured " + root + "/calibration/data/h100-sxm5-80gb/measured-runs-2026-11-26.json --db " + db,
               &out) == 0);
   INFO(out);
-  for (const auto& e : fs::directory_iterator(root + "/scenarios/measured-h100"))
+  for (const auto& e : fs::directory_iterator(root + "/data/scenarios/measured-h100"))
     REQUIRE(run("run " + e.path().string() + " --db " + db, &out) == 0);
   REQUIRE(run("db compare --db " + db, &out) == 0);
   // Every one of the 10 measured runs finds its estimate through the scenario hash: the

@@ -26,7 +26,7 @@ TEST_CASE("run with no file uses the built-in default scenario", "[cli]") {
 }
 
 TEST_CASE("run --json has the documented keys", "[cli]") {
-  const auto r = run("run --json " + std::string(CLUSTERSIM_SOURCE_DIR) + "/scenarios/default.json");
+  const auto r = run("run --json " + std::string(CLUSTERSIM_SOURCE_DIR) + "/data/scenarios/default.json");
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.output);
   for (const char* key : {"iteration_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu",

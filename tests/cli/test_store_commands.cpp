@@ -25,10 +25,10 @@ TEST_CASE("run, simulate and search store their results with --db", "[cli][db]")
   fs::create_directories(dir);
   const std::string db = (dir / "r.db").string();
   std::string out;
-  REQUIRE(run_binary("run " + root + "/scenarios/default.json --db " + db, &out) == 0);
-  REQUIRE(run_binary("simulate " + root + "/scenarios/default.json --timeline 2 --db " + db, &out) == 0);
+  REQUIRE(run_binary("run " + root + "/data/scenarios/default.json --db " + db, &out) == 0);
+  REQUIRE(run_binary("simulate " + root + "/data/scenarios/default.json --timeline 2 --db " + db, &out) == 0);
   // A one-GPU Alpa case searches in well under a second.
-  REQUIRE(run_binary("search " + root + "/scenarios/alpa/gpt-350m.json -o " + (dir / "p.json").string() + " --db " + db,
+  REQUIRE(run_binary("search " + root + "/data/scenarios/alpa/gpt-350m.json -o " + (dir / "p.json").string() + " --db " + db,
                      &out) == 0);
   REQUIRE(run_binary("db list --db " + db, &out) == 0);
   INFO(out);

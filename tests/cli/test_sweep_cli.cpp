@@ -75,7 +75,7 @@ TEST_CASE("a sweep stores every point once, a rerun skips them all", "[sweep-cli
 }
 
 TEST_CASE("invalid points are recorded with their error, or skipped when asked", "[sweep-cli]") {
-  const std::string body = R"("base": ")" + source + R"(/scenarios/default.json",
+  const std::string body = R"("base": ")" + source + R"(/data/scenarios/default.json",
       "axes": [{"field": "/plan/tp", "values": [1, 2, 3]}])";
   const auto record = write_temp("record.json", "{" + body + "}");
   const auto skip = write_temp("skip.json", "{\"skip_invalid\": true, " + body + "}");

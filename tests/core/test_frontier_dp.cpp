@@ -430,7 +430,7 @@ Tally compare_random(const std::string& what, std::uint64_t seed, int trials, Ma
 
 }  // namespace
 
-TEST_CASE("frontier dp: 300 random stage-like requests match CBC", "[ilp][dp][random]") {
+TEST_CASE("frontier dp: 300 random stage-like requests match CBC", "[ilp][dp][random][slow]") {
   const Tally t = compare_random("stage-like", 20240611, 300, stage_like);
   INFO(describe("stage-like", t));
   // The counts below hold with margin (they depend on the standard library's distributions).
@@ -443,7 +443,7 @@ TEST_CASE("frontier dp: 300 random stage-like requests match CBC", "[ilp][dp][ra
   CHECK(t.pareto_improved >= 30);
 }
 
-TEST_CASE("frontier dp: 160 requests of identical repeated layers match CBC", "[ilp][dp][random]") {
+TEST_CASE("frontier dp: 160 requests of identical repeated layers match CBC", "[ilp][dp][random][slow]") {
   const Tally t = compare_random("layered", 777, 160, layered);
   INFO(describe("layered", t));
   CHECK(t.constrained >= 80);

@@ -44,7 +44,7 @@ json random_value(std::mt19937_64& rng) {
 TEST_CASE("random mutations of scenarios never crash", "[fuzz][scenario]") {
   namespace fs = std::filesystem;
   std::vector<json> seeds;
-  for (const auto& entry : fs::recursive_directory_iterator(fs::path(CLUSTERSIM_SOURCE_DIR) / "scenarios"))
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(CLUSTERSIM_SOURCE_DIR) / "data" / "scenarios"))
     if (entry.path().extension() == ".json") seeds.push_back(read_json_file(entry.path().string()));
   REQUIRE(!seeds.empty());
   std::mt19937_64 rng(20261126);

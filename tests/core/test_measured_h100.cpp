@@ -1,6 +1,6 @@
 // Accuracy against real training steps: the models of calibration/training measured on
 // an H100 (calibration/data/h100-sxm5-80gb/measured-runs-*.json), predicted from the
-// scenarios in scenarios/measured-h100/ with the calibrated H100 profile.
+// scenarios in data/scenarios/measured-h100/ with the calibrated H100 profile.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -27,7 +27,7 @@ TEST_CASE("H100 training steps: median step-time and peak-memory error <= 10%", 
               "error");
   for (const auto& run : runs.at("runs")) {
     const std::string name = run.at("name");
-    const Scenario s = load_scenario(root + "/scenarios/measured-h100/" + name + ".json");
+    const Scenario s = load_scenario(root + "/data/scenarios/measured-h100/" + name + ".json");
     const Prediction e = make_estimator(s).estimate(s.plan);
     const auto& m = run.at("measured");
     const double step = m.at("step_time_s").get<double>(), mem = m.at("peak_memory_bytes").get<double>();

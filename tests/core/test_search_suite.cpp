@@ -1,7 +1,8 @@
-// Alpa's benchmark suites (scenarios/alpa) through the full search with default options:
-// on every case the Alpa-style plan is at least as fast as the best manual plan under
-// the same cost model (and fits whenever a manual plan fits), and every intra-op ILP is
-// proven optimal. One test case per suite so CTest can run them side by side.
+// Alpa's benchmark suites (data/scenarios/alpa) through the full search with default
+// options: on every case the Alpa-style plan is at least as fast as the best manual plan
+// under the same cost model (and fits whenever a manual plan fits), and every intra-op
+// ILP is proven optimal. One test case per suite so CTest can run them side by side;
+// tagged [slow] (CTest label "slow"): 40 to 70 s each on the 2-core build machine.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -14,7 +15,7 @@ using namespace clustersim::search;
 namespace {
 
 void check_suite(const std::string& prefix) {
-  const std::filesystem::path dir = std::filesystem::path(CLUSTERSIM_SOURCE_DIR) / "scenarios" / "alpa";
+  const std::filesystem::path dir = std::filesystem::path(CLUSTERSIM_SOURCE_DIR) / "data" / "scenarios" / "alpa";
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.path().extension() == ".json" && e.path().filename().string().rfind(prefix, 0) == 0) files.push_back(e.path());
@@ -41,6 +42,6 @@ void check_suite(const std::string& prefix) {
 
 }  // namespace
 
-TEST_CASE("search suite: GPT (Alpa's 350M on 1 GPU ... 39B on 64)", "[search][suite]") { check_suite("gpt-"); }
-TEST_CASE("search suite: MoE (Alpa's 380M on 1 GPU ... 70B on 64)", "[search][suite]") { check_suite("moe-"); }
-TEST_CASE("search suite: Wide-ResNet (Alpa's 250M on 1 GPU ... 13B on 64)", "[search][suite]") { check_suite("wresnet-"); }
+TEST_CASE("search suite: GPT (Alpa's 350M on 1 GPU ... 39B on 64)", "[search][suite][slow]") { check_suite("gpt-"); }
+TEST_CASE("search suite: MoE (Alpa's 380M on 1 GPU ... 70B on 64)", "[search][suite][slow]") { check_suite("moe-"); }
+TEST_CASE("search suite: Wide-ResNet (Alpa's 250M on 1 GPU ... 13B on 64)", "[search][suite][slow]") { check_suite("wresnet-"); }

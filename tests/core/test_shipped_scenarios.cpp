@@ -1,4 +1,4 @@
-// Every scenario under scenarios/ is a test: it must validate, run, and reproduce its
+// Every scenario under data/scenarios/ is a test: it must validate, run, and reproduce its
 // key figures in tests/expected/scenario_figures.json (SimGrid's tesh habit: any
 // change of a prediction shows up in review). After an intended model change:
 //   CLUSTERSIM_UPDATE_EXPECTED=1 ctest --test-dir build -R shipped
@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 std::vector<std::string> shipped_scenarios(const fs::path& root) {
   std::vector<std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(root / "scenarios"))
+  for (const auto& entry : fs::recursive_directory_iterator(root / "data" / "scenarios"))
     if (entry.path().extension() == ".json") files.push_back(fs::relative(entry.path(), root).generic_string());
   std::sort(files.begin(), files.end());
   return files;

@@ -18,7 +18,7 @@ TEST_CASE("simulated H100 training steps: median step-time and memory error <= 1
   std::printf("\n%-24s %10s %10s %7s %9s %9s %7s\n", "run", "step ms", "simulated", "error", "peak GiB", "simulated", "error");
   for (const auto& run : runs.at("runs")) {
     const std::string name = run.at("name");
-    const Scenario s = load_scenario(root + "/scenarios/measured-h100/" + name + ".json");
+    const Scenario s = load_scenario(root + "/data/scenarios/measured-h100/" + name + ".json");
     const auto out = sim::to_json(sim::simulate(s, {}));
     const auto& m = run.at("measured");
     const double step = m.at("step_time_s").get<double>(), mem = m.at("peak_memory_bytes").get<double>();

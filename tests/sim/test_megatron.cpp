@@ -15,7 +15,7 @@
 
 using namespace clustersim;
 
-TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[sim][megatron]") {
+TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[sim][megatron][slow]") {
   const std::string root = CLUSTERSIM_SOURCE_DIR;
   // Published TFLOP/s per GPU (Narayanan et al., SC'21, Table 1), by scenario.
   std::map<std::string, double> published;
@@ -25,7 +25,7 @@ TEST_CASE("Megatron Table 1 rows: simulator and estimator agree within 3%", "[si
   std::printf("\n%-8s %5s %3s %3s %12s %12s %8s %10s %10s %8s\n", "model", "GPUs", "TP", "PP", "estimator s",
               "simulated s", "diff", "published", "simulated", "wall s");
   for (const char* row : {"gpt-1_7b", "gpt-3_6b", "gpt-7_5b", "gpt-18_4b", "gpt-39_1b"}) {
-    const std::string file = std::string("scenarios/megatron-table1/") + row + ".json";
+    const std::string file = std::string("data/scenarios/megatron-table1/") + row + ".json";
     const Scenario s = load_scenario(root + "/" + file);
     REQUIRE_FALSE(s.plan.overlap_grad_reduce);
     const Prediction e = make_estimator(s).estimate(s.plan);

@@ -7,7 +7,7 @@
 
 #include "costmodel/calibration.hpp"
 
-namespace clustersim::cli {
+namespace clustersim::runner {
 
 struct ImportCount {
   std::size_t stored = 0;   // samples written
@@ -23,4 +23,4 @@ ImportCount import_calibration_samples(const std::string& db_file, const Microbe
 // would return it. Throws InputError when there is nothing.
 Microbenchmarks load_calibration_samples(const std::string& db_file, const std::string& hardware);
 
-}  // namespace clustersim::cli
+}  // namespace clustersim::runner

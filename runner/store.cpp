@@ -1,16 +1,15 @@
 // Storing computed runs: the hardware profile's provenance comes from the profile the
 // run used (built-in or file), the tool's from the build.
-#include "cli/provenance.hpp"
-#include "cli/store.hpp"
+#include "runner/store.hpp"
 
 #include <map>
 #include <mutex>
 
 #include "costmodel/hardware.hpp"
+#include "runner/provenance.hpp"
 #include "sim/simgrid_info.hpp"
 
-
-namespace clustersim::cli {
+namespace clustersim::runner {
 namespace {
 
 results::HardwareRecord hardware_of(const std::string& gpu) {
@@ -68,4 +67,4 @@ std::int64_t store_run(const std::string& db_file, const Scenario& s, const nloh
   }
 }
 
-}  // namespace clustersim::cli
+}  // namespace clustersim::runner

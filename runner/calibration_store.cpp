@@ -1,4 +1,4 @@
-#include "cli/calibration_store.hpp"
+#include "runner/calibration_store.hpp"
 
 #include <fmt/format.h>
 #include <set>
@@ -6,7 +6,7 @@
 #include "costmodel/kernels.hpp"
 #include "results/store.hpp"
 
-namespace clustersim::cli {
+namespace clustersim::runner {
 namespace {
 
 std::string source_of(const std::string& file, const nlohmann::json& provenance) {
@@ -102,4 +102,4 @@ Microbenchmarks load_calibration_samples(const std::string& db_file, const std::
   return data;
 }
 
-}  // namespace clustersim::cli
+}  // namespace clustersim::runner

@@ -1,0 +1,38 @@
+// Error statistics of predictions against measurements (`db compare`): every measured
+// run paired with the latest prediction of one method for the same scenario, its
+// relative error (predicted - measured) / measured, and the mean absolute percentage
+// error, bias and worst error per (hardware, family) and over all runs.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+namespace clustersim::runner {
+
+struct ErrorSummary {
+  std::size_t n = 0;
+  double sum_abs = 0, sum = 0;
+  double worst = 0;  // the error of largest magnitude, with its sign
+  void add(double error);
+  double mape() const { return n ? sum_abs / n : 0.0; }  // mean |error|, a fraction
+  double bias() const { return n ? sum / n : 0.0; }      // mean error, a fraction
+  nlohmann::json to_json() const;                         // {runs, mape, bias, worst}
+};
+
+struct Comparison {
+  std::string method;
+  // The database's comparison rows, each with "error" (step time) and, where both
+  // sides know the peak memory, "memory_error".
+  nlohmann::json pairs = nlohmann::json::array();
+  std::map<std::pair<std::string, std::string>, ErrorSummary> groups;  // (hardware, family), sorted
+  ErrorSummary overall;
+  // {"method", "pairs", "groups": [{runs, mape, bias, worst, hardware, family}], "overall"}
+  nlohmann::json to_json() const;
+};
+
+// Reads `db_file` (which must exist). Throws InputError when it is not a database.
+Comparison compare_with_measured(const std::string& db_file, const std::string& method);
+
+}  // namespace clustersim::runner

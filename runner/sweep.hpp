@@ -1,0 +1,56 @@
+// The sweep engine: evaluates every point of a sweep with the analytical estimator on N
+// threads and stores each in the results database.
+//
+// Workers only compute; one writer (the calling thread) stores outcomes in batched
+// transactions, so SQLite is never contended and a killed sweep loses at most the
+// batch in flight. A rerun identifies the sweep by its specification and skips the
+// points already stored (by scenario hash and method) or recorded as failed.
+// Nothing is printed: progress goes to a callback, the counts come back in a summary.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "scenarios/sweep.hpp"
+
+namespace clustersim::runner {
+
+struct SweepProgress {
+  std::size_t handled = 0;  // points taken from the workers so far (whatever their outcome)
+  std::size_t total = 0;    // points in the sweep
+  double elapsed_s = 0;     // since the workers started
+  bool final = false;       // the last call, after every worker finished
+};
+
+struct SweepOptions {
+  std::string db_file;  // results database (created when missing)
+  unsigned jobs = 0;    // worker threads; 0: every core
+  // Called on the writer thread after each batch and once more with `final` set (not
+  // when the sweep throws).
+  std::function<void(const SweepProgress&)> progress;
+  // When it becomes nonzero (a signal number, set by a signal handler) the workers stop
+  // taking points; what was computed is stored and the summary carries the number.
+  const std::atomic<int>* stop = nullptr;
+};
+
+struct SweepSummary {
+  std::int64_t sweep_id = 0;
+  std::size_t total = 0;       // points in the sweep
+  std::size_t handled = 0;     // points evaluated or recognised as done (< total when stopped)
+  std::size_t stored = 0;      // new runs written
+  std::size_t failed = 0;      // new failed points written
+  std::size_t skipped = 0;     // invalid points skipped (the sweep's skip_invalid rule)
+  std::size_t already_done = 0;  // stored or failed by an earlier run of the same sweep
+  std::size_t duplicates = 0;  // points whose scenario another point of this run stored
+  unsigned jobs = 0;           // worker threads used
+  double seconds = 0;          // wall time of the evaluation
+  int stopped_by = 0;          // the stop value that ended the sweep early; 0 when complete
+};
+
+// Evaluates and stores every point of `spec` not already in the database. Throws
+// InputError when the database is unusable; the open transaction is rolled back.
+SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options);
+
+}  // namespace clustersim::runner
