@@ -7,7 +7,8 @@
 #   nccl-debug.txt                  NCCL_DEBUG=INFO (INIT,TUNING) lines of a --quick run, deduplicated
 #   overlap.json                    clustersim-overlap-bench on 2 and 4 GPUs
 #   host.json                       measure_host.py on 2 GPUs (torchrun)
-#   runs.json                       run_parallel.sh (its own per-run timeouts and DEADLINE_S)
+#   runs.json                       run_parallel.sh (per-run timeouts; TRAIN_END_S = seconds after this
+#                                   script starts by which training must end, passed on as HARD_S)
 #   (the log is the caller's: tee it into OUTDIR/log.txt)
 #   nccl-tree.json                  (phase ncclalgo) all-reduce with NCCL_ALGO="allreduce:tree", 2 and 4 GPUs
 # usage: calibration/run_multigpu.sh OUTDIR [PHASES]   PHASES: any of "build nccl ncclalgo overlap host train"
