@@ -16,6 +16,7 @@
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
 #include "strategies/estimator.hpp"
+#include "strategies/resolved_plan.hpp"
 
 namespace clustersim::runner {
 namespace {
@@ -80,8 +81,10 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const std::set<std::s
     return o;
   }
   try {
+    // A point whose plan is {"search": ...} or {"file": ...} is resolved first (the
+    // estimator alone would evaluate the default knobs).
     const Estimator& est = cache.get(s, canonical);
-    nlohmann::json result = to_json(est.estimate(s.plan));
+    nlohmann::json result = to_json(s.plan.searched() ? predict_scenario(s) : est.estimate(s.plan));
     result["tool"] = tool_json(spec.method);
     result["tool"]["gpu_profile"] = est.cluster().gpu.name;
     result["tool"]["gpu_profile_status"] = est.cluster().gpu.status;

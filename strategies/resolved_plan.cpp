@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "scenarios/json_reader.hpp"
+#include "strategies/estimator.hpp"
 
 namespace clustersim {
 
@@ -64,6 +65,13 @@ ResolvedPlan resolve_plan(const Scenario& s) {
   }
   if (r.searched->method == "manual") r.manual = with_manual_plan(s, *r.searched, s.source, path);
   return r;
+}
+
+Prediction predict_scenario(const Scenario& s) {
+  const ResolvedPlan r = resolve_plan(s);
+  if (r.manual) return make_estimator(*r.manual).estimate(r.manual->plan);
+  throw InputError(s.source, s.plan.file.empty() ? "/plan/search" : "/plan/file",
+                   "an Alpa-style plan (per-op shardings) has no analytical Prediction yet; use `clustersim run`");
 }
 
 }  // namespace clustersim

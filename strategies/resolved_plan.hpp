@@ -7,6 +7,7 @@
 #include <string>
 
 #include "scenarios/scenario.hpp"
+#include "strategies/prediction.hpp"
 #include "strategies/search/search.hpp"
 
 namespace clustersim {
@@ -26,6 +27,10 @@ struct ResolvedPlan {
 // the scenario file and /plan/search or /plan/file (a missing or unreadable plan file,
 // no fitting plan, a manual plan whose micro-batch does not split over dp).
 ResolvedPlan resolve_plan(const Scenario& s);
+
+// The analytical prediction of a scenario whatever names its plan: the estimator for
+// manual knobs (given or found), the search's evaluation for an Alpa-style plan.
+Prediction predict_scenario(const Scenario& s);
 
 // The path of a scenario's {"file": ...} plan: relative paths start at the scenario's folder.
 std::string plan_file_path(const Scenario& s);
