@@ -24,6 +24,7 @@ namespace {
 
 struct FitCommand {
   std::string data_file, attention_file, base = "h100-sxm5-80gb-datasheet", name, out;
+  std::string host_file;     // host dispatch costs (measure_host.py)
   std::string db, hardware;  // fit from samples stored by `calibrate import`
   int holdout = 5;
 };
@@ -62,7 +63,11 @@ int fit(const FitCommand& c) {
     if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
   }
   FitReport rep;
-  const GpuProfile fitted = fit_profile(*base, data, {c.holdout, c.name}, &rep);
+  GpuProfile fitted = fit_profile(*base, data, {c.holdout, c.name}, &rep);
+  if (!c.host_file.empty()) {
+    fitted.host = fit_host_dispatch(c.host_file);
+    fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + c.host_file);
+  }
   fmt::print("calibrated profile {} from {} ({} GEMM and {} memory-bound samples, every {}th held back)\n",
              fitted.name, data.file, data.gemm.size(), data.memory.size(), c.holdout);
   fmt::print("memory-bound: efficiency {:.3f} of {}, half-rate size {}, kernel overhead {}\n", rep.memory_efficiency,
@@ -90,6 +95,13 @@ int fit(const FitCommand& c) {
     fmt::print("{}", row("  backward, held back", rep.attention_backward_held_back));
   }
   fmt::print("{}", row("every held-back point", rep.all_held_back));
+  if (fitted.host.present()) {
+    const auto& h = fitted.host;
+    fmt::print("host dispatch: {} per kernel eager, {} under DTensor; DDP {} per layer; FSDP per unit {} (fp32), {} "
+               "(mixed precision), {} (FSDP2)\n",
+               format_seconds(h.eager_per_kernel), format_seconds(h.dtensor_per_kernel), format_seconds(h.ddp_per_layer),
+               format_seconds(h.fsdp_per_unit), format_seconds(h.fsdp_mixed_per_unit), format_seconds(h.fsdp2_per_unit));
+  }
   if (!c.out.empty()) {
     std::ofstream(c.out) << to_json(fitted).dump(2) << '\n';
     fmt::print("wrote {}\n", c.out);
@@ -151,6 +163,7 @@ const Registration calibrate_command{
       f->add_option("--db", c->db, "fit the samples stored in this database instead of a file");
       f->add_option("--hardware", c->hardware, "with --db: the profile name the samples were imported under");
       f->add_option("--attention", c->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
+      f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
       f->add_option("--base", c->base, "profile whose datasheet figures the fit starts from");
       f->add_option("--name", c->name, "name of the fitted profile (default: the base's)");
       f->add_option("--out", c->out, "write the fitted profile to this file");

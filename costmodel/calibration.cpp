@@ -331,4 +331,60 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
   return p;
 }
 
+HostDispatch fit_host_dispatch(const std::string& file) {
+  const nlohmann::json doc = read_json_file(file);
+  Diagnostics diag(file);
+  if (!doc.is_object() || doc.value("format", "") != "clustersim-host-dispatch/1") {
+    diag.error("/format", "expected \"clustersim-host-dispatch/1\"");
+    diag.throw_if_errors();
+  }
+  // Host seconds per kernel of each case in `section` whose name starts with `prefix`.
+  const auto per_kernel = [&](const char* section, const std::string& prefix) {
+    std::vector<double> v;
+    const auto it = doc.find(section);
+    if (it == doc.end() || !it->is_array()) {
+      diag.error(std::string("/") + section, "expected an array of measured cases");
+      return v;
+    }
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const auto& c = (*it)[i];
+      if (!c.is_object() || c.value("case", "").rfind(prefix, 0) != 0) continue;
+      const double host = c.value("host_per_call_s", 0.0), kernels = c.value("kernels_per_call", 0.0);
+      if (!(host > 0) || !(kernels > 0)) {
+        diag.error(json_path(std::string("/") + section, i), "expected host_per_call_s > 0 and kernels_per_call > 0");
+        continue;
+      }
+      v.push_back(host / kernels);
+    }
+    if (v.empty()) diag.error(std::string("/") + section, fmt::format("no case named \"{}...\"", prefix));
+    return v;
+  };
+  const auto median_of = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  const auto overhead = [&](const char* variant) {
+    const auto units = doc.find("fsdp_per_unit");
+    const std::string path = std::string("/fsdp_per_unit/") + variant + "/host_overhead_per_unit_vs_plain_s";
+    if (units == doc.end() || !units->contains(variant) || !(*units)[variant].contains("host_overhead_per_unit_vs_plain_s")) {
+      diag.error(path, "missing");
+      return 0.0;
+    }
+    const double v = (*units)[variant]["host_overhead_per_unit_vs_plain_s"].get<double>();
+    if (!(v >= 0)) diag.error(path, fmt::format("expected >= 0, got {}", v));
+    return v;
+  };
+  HostDispatch h;
+  h.source = file;
+  h.eager_per_kernel = median_of(per_kernel("blocks", "block "));
+  h.dtensor_per_kernel = median_of(per_kernel("dtensor", "mlp dtensor-tp"));
+  h.ddp_per_layer = overhead("ddp");
+  h.fsdp_per_unit = overhead("fsdp1");
+  h.fsdp_mixed_per_unit = overhead("fsdp1-bf16");
+  h.fsdp2_per_unit = overhead("fsdp2");
+  diag.throw_if_errors();
+  return h;
+}
+
 }  // namespace clustersim

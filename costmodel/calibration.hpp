@@ -82,4 +82,12 @@ struct FitOptions {
 GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, const FitOptions& options,
                        FitReport* report);
 
+// Host-side dispatch costs from a clustersim-host-dispatch JSON file
+// (calibration/training/measure_host.py): per kernel of eager PyTorch (median over the
+// measured transformer blocks, forward and forward + backward, fp32 and autocast), per
+// kernel under DTensor (the DTensor tensor-parallel MLP blocks), DDP's hooks per layer
+// and FSDP's per unit (each over the plain stack of the same tiny layers). Bad content is
+// an InputError with JSON paths.
+HostDispatch fit_host_dispatch(const std::string& file);
+
 }  // namespace clustersim

@@ -58,7 +58,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   GpuProfile p;
   ObjectReader r(doc, "", diag,
                  {"name", "display_name", "status", "sms", "l2", "peak", "memory", "nvlink", "pcie", "efficiency",
-                  "sources", "calibration"});
+                  "sources", "calibration", "host_dispatch"});
   if (!r.valid()) return p;
   p.name = r.string("name").value_or("");
   p.display_name = r.string("display_name", false).value_or(p.name);
@@ -174,6 +174,24 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
       }
     }
   }
+  if (const auto* host = r.object("host_dispatch", false)) {
+    ObjectReader hr(*host, "/host_dispatch", diag,
+                    {"source", "eager_per_kernel", "dtensor_per_kernel", "ddp_per_layer", "fsdp_per_unit",
+                     "fsdp_mixed_per_unit", "fsdp2_per_unit"});
+    auto& h = p.host;
+    h.source = hr.string("source").value_or("");
+    const auto t = [&](const char* key) {
+      const auto v = hr.quantity(key, Dimension::time);
+      if (v && (*v < 0 || *v > 1)) diag.error(hr.path(key), fmt::format("expected 0 to 1 s, got {} s", *v));
+      return v.value_or(0.0);
+    };
+    h.eager_per_kernel = t("eager_per_kernel");
+    h.dtensor_per_kernel = t("dtensor_per_kernel");
+    h.ddp_per_layer = t("ddp_per_layer");
+    h.fsdp_per_unit = t("fsdp_per_unit");
+    h.fsdp_mixed_per_unit = t("fsdp_mixed_per_unit");
+    h.fsdp2_per_unit = t("fsdp2_per_unit");
+  }
   if (const auto* src = r.get("sources")) {
     if (!src->is_array()) diag.error("/sources", "expected an array of strings");
     else
@@ -243,6 +261,16 @@ nlohmann::json to_json(const GpuProfile& p) {
                                          {"backward_s_half", a.backward_s_half},
                                          {"points", pts}};
     }
+  }
+  if (p.host.present()) {
+    const auto& h = p.host;
+    doc["host_dispatch"] = {{"source", h.source},
+                            {"eager_per_kernel", q(h.eager_per_kernel, "s")},
+                            {"dtensor_per_kernel", q(h.dtensor_per_kernel, "s")},
+                            {"ddp_per_layer", q(h.ddp_per_layer, "s")},
+                            {"fsdp_per_unit", q(h.fsdp_per_unit, "s")},
+                            {"fsdp_mixed_per_unit", q(h.fsdp_mixed_per_unit, "s")},
+                            {"fsdp2_per_unit", q(h.fsdp2_per_unit, "s")}};
   }
   return doc;
 }

@@ -74,6 +74,20 @@ struct Calibration {
   bool present() const { return !source.empty(); }
 };
 
+// Host-side cost of eager PyTorch on the machine the GPU sits in (its CPU, driver and
+// framework versions), measured by calibration/training/measure_host.py. Zero when not
+// measured: then no host bound is modelled.
+struct HostDispatch {
+  Seconds eager_per_kernel = 0;    // host time per kernel of eager PyTorch with autograd
+  Seconds dtensor_per_kernel = 0;  // the same under DTensor (sharding propagation per op)
+  Seconds ddp_per_layer = 0;       // DDP's autograd hooks, per layer (its parameters)
+  Seconds fsdp_per_unit = 0;       // FSDP1 pre/post hooks per wrapped unit, fwd + bwd, no mixed precision
+  Seconds fsdp_mixed_per_unit = 0; // FSDP1 with a MixedPrecision policy (casts of the flat parameter)
+  Seconds fsdp2_per_unit = 0;      // FSDP2 (fully_shard, per-parameter DTensors)
+  std::string source;
+  bool present() const { return eager_per_kernel > 0; }
+};
+
 struct GpuProfile {
   std::string name;          // "a100-sxm4-80gb"
   std::string display_name;  // "NVIDIA A100-SXM4-80GB"
@@ -89,6 +103,7 @@ struct GpuProfile {
   BytesPerSecond pcie_bandwidth = 0;  // per direction
   Efficiency efficiency;
   Calibration calibration;
+  HostDispatch host;
   std::vector<std::string> sources;
 
   // Peak dense rate for a compute type; 0 when the GPU has no such units.

@@ -23,6 +23,24 @@ PrecisionRules precision_rules(Precision p, OptimizerKind opt) {
       r = {DType::fp16, 2, 2, 2, 4, states, 0, 2, true};
       break;
   }
+  r.gather_bytes = r.weight_bytes;
+  return r;
+}
+
+namespace {
+double element_bytes(ElementType e) { return e == ElementType::fp32 ? 4.0 : 2.0; }
+}  // namespace
+
+PrecisionRules precision_rules(const TrainingSpec& t) {
+  PrecisionRules r = precision_rules(t.precision, t.optimizer);
+  const FrameworkSpec& f = t.framework;
+  if (f.name == Framework::pytorch_fsdp) {
+    if (f.param_dtype) {
+      r.gather_bytes = element_bytes(*f.param_dtype);
+      if (*f.param_dtype != ElementType::fp32) r.autocast_copy_bytes = 0;
+    }
+    if (f.reduce_dtype) r.grad_comm_bytes = element_bytes(*f.reduce_dtype);
+  }
   return r;
 }
 

@@ -26,10 +26,17 @@ struct PrecisionRules {
   // set_to_none, its default), so with one micro-batch they do not coexist with the
   // activations.
   bool persistent_grads = true;
+  // Bytes per parameter of weight all-gathers and of gathered weights (ZeRO-3 / FSDP):
+  // the stored weight, or FSDP's param_dtype.
+  double gather_bytes = 2;
   // Bytes read plus written per parameter by the optimizer step.
   double optimizer_step_bytes() const;
 };
 
 PrecisionRules precision_rules(Precision p, OptimizerKind opt);
+// With the framework's overrides: FSDP's MixedPrecision policy gathers parameters in
+// param_dtype (and autocast then finds them in 16 bits: no copy of its own) and reduces
+// gradients in reduce_dtype.
+PrecisionRules precision_rules(const TrainingSpec& t);
 
 }  // namespace clustersim

@@ -41,6 +41,14 @@ constexpr NameTable<Topology, 3> topology_names{{{Topology::fat_tree, "fat-tree"
 constexpr NameTable<Schedule, 3> schedule_names{
     {{Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"}, {Schedule::interleaved, "interleaved"}}};
 
+constexpr NameTable<Framework, 5> framework_names{{{Framework::megatron, "megatron"},
+                                                   {Framework::pytorch, "pytorch"},
+                                                   {Framework::pytorch_ddp, "pytorch-ddp"},
+                                                   {Framework::pytorch_fsdp, "pytorch-fsdp"},
+                                                   {Framework::pytorch_tp, "pytorch-tp"}}};
+constexpr NameTable<ElementType, 3> element_type_names{
+    {{ElementType::fp32, "fp32"}, {ElementType::bf16, "bf16"}, {ElementType::fp16, "fp16"}}};
+
 template <typename E, std::size_t N>
 std::string_view name_of(const NameTable<E, N>& table, E e) {
   for (const auto& [value, name] : table)
@@ -147,14 +155,53 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
     diag.error("/model/kv_heads", fmt::format("heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
 }
 
+bool mixed_precision(Precision p) { return p == Precision::mixed_bf16 || p == Precision::mixed_fp16; }
+
+void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
+  FrameworkSpec& f = t.framework;
+  f.name = mixed_precision(t.precision) ? Framework::megatron : Framework::pytorch_ddp;
+  const auto* v = r.get("framework");
+  if (!v) return;
+  f.given = true;
+  if (v->is_string()) {
+    f.name = read_enum(r, "framework", framework_names, true).value_or(f.name);
+    return;
+  }
+  const auto* obj = r.object("framework", false);
+  if (!obj) return;
+  ObjectReader fr(*obj, "/training/framework", diag,
+                  {"name", "bucket_cap", "gradient_as_bucket_view", "version", "param_dtype", "reduce_dtype"});
+  if (!fr.valid()) return;
+  f.name = read_enum(fr, "name", framework_names, true).value_or(f.name);
+  const auto only = [&](const char* key, Framework owner) {
+    if (fr.has(key) && f.name != owner)
+      diag.error(fr.path(key), fmt::format("\"{}\" is a knob of {}, not of {}", key, name_of(framework_names, owner),
+                                           name_of(framework_names, f.name)));
+  };
+  only("bucket_cap", Framework::pytorch_ddp);
+  only("gradient_as_bucket_view", Framework::pytorch_ddp);
+  only("version", Framework::pytorch_fsdp);
+  only("param_dtype", Framework::pytorch_fsdp);
+  only("reduce_dtype", Framework::pytorch_fsdp);
+  if (auto b = fr.quantity("bucket_cap", Dimension::bytes, false)) {
+    if (*b < 1024 || *b > 1e12) diag.error(fr.path("bucket_cap"), fmt::format("expected 1KiB to 1TB, got {} bytes", *b));
+    else f.bucket_cap_bytes = *b;
+  }
+  f.gradient_as_bucket_view = fr.boolean("gradient_as_bucket_view", false).value_or(false);
+  f.fsdp_version = int(fr.integer("version", 1, 2, false).value_or(1));
+  f.param_dtype = read_enum(fr, "param_dtype", element_type_names, false);
+  f.reduce_dtype = read_enum(fr, "reduce_dtype", element_type_names, false);
+}
+
 void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag) {
-  ObjectReader r(j, "/training", diag, {"global_batch", "micro_batch", "precision", "optimizer", "recompute"});
+  ObjectReader r(j, "/training", diag, {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "framework"});
   if (!r.valid()) return;
   assign(t.global_batch, r.integer("global_batch", 1, kMaxBatch));
   assign(t.micro_batch, r.integer("micro_batch", 1, kMaxDim));
   t.precision = read_enum(r, "precision", precision_names, false).value_or(Precision::mixed_bf16);
   t.optimizer = read_enum(r, "optimizer", optimizer_names, false).value_or(OptimizerKind::adam);
   t.recompute = read_enum(r, "recompute", recompute_names, false).value_or(Recompute::none);
+  parse_framework(r, t, diag);
   if (t.global_batch && t.micro_batch && t.global_batch % t.micro_batch != 0)
     diag.error("/training/micro_batch", fmt::format("global_batch ({}) must be divisible by micro_batch ({})",
                                                     t.global_batch, t.micro_batch));
@@ -239,6 +286,22 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     diag.error("/training/global_batch",
                fmt::format("global_batch ({}) must be divisible by dp*micro_batch = {}*{} = {}", t.global_batch, p.dp,
                            t.micro_batch, p.dp * t.micro_batch));
+  const FrameworkSpec& f = t.framework;
+  if (f.given && !p.searched()) {
+    if (f.name == Framework::pytorch && p.dp > 1)
+      diag.error("/training/framework", fmt::format("plain pytorch has no data parallelism (dp {}): use pytorch-ddp or "
+                                                    "pytorch-fsdp", p.dp));
+    if (f.name == Framework::pytorch_ddp && p.zero != 0)
+      diag.error("/plan/zero", fmt::format("pytorch-ddp replicates the weight update: zero must be 0, got {} "
+                                           "(pytorch-fsdp shards it)", p.zero));
+    if (f.name == Framework::pytorch_fsdp && p.zero != 2 && p.zero != 3)
+      diag.error("/plan/zero", fmt::format("pytorch-fsdp shards over dp: zero 3 is FULL_SHARD, 2 SHARD_GRAD_OP; got {}",
+                                           p.zero));
+    if (f.name != Framework::megatron && mixed_precision(t.precision))
+      diag.error("/training/precision",
+                 fmt::format("{} is Megatron's mixed precision; PyTorch frameworks train with amp-bf16, amp-fp16 or fp32",
+                             to_string(t.precision)));
+  }
   const bool transformer = m.family != ModelFamily::wresnet;
   if (transformer && m.layers) {
     if (m.layers % (p.pp * p.virtual_stages) != 0)
@@ -298,6 +361,8 @@ std::string_view to_string(Recompute e) { return enum_name(recompute_names, e); 
 std::string_view to_string(Fabric e) { return enum_name(fabric_names, e); }
 std::string_view to_string(Topology e) { return enum_name(topology_names, e); }
 std::string_view to_string(Schedule e) { return enum_name(schedule_names, e); }
+std::string_view to_string(Framework e) { return enum_name(framework_names, e); }
+std::string_view to_string(ElementType e) { return enum_name(element_type_names, e); }
 
 Scenario parse_scenario(const nlohmann::json& doc, Diagnostics& diag) {
   Scenario s;
@@ -312,6 +377,8 @@ Scenario parse_scenario(const nlohmann::json& doc, Diagnostics& diag) {
   if (const auto* c = r.object("cluster")) parse_cluster(*c, s.cluster, diag);
   if (const auto* p = r.object("plan")) parse_plan(*p, s.plan, diag);
   if (const auto* sim = r.object("simulation", false)) parse_simulation(*sim, s.simulation, diag);
+  if (!s.training.framework.given && !mixed_precision(s.training.precision) && s.plan.zero >= 2)
+    s.training.framework.name = Framework::pytorch_fsdp;
   // Cross-field rules only make sense once every field parsed.
   if (diag.count() == before) check_consistency(s, diag);
   return s;
@@ -370,6 +437,19 @@ nlohmann::json to_json(const Scenario& s) {
   json training{{"global_batch", s.training.global_batch}, {"micro_batch", s.training.micro_batch},
                 {"precision", to_string(s.training.precision)}, {"optimizer", to_string(s.training.optimizer)},
                 {"recompute", to_string(s.training.recompute)}};
+  // Only a framework written in the file: scenarios without one keep their canonical form (and hash).
+  if (s.training.framework.given) {
+    const FrameworkSpec& f = s.training.framework;
+    json fw{{"name", to_string(f.name)}};
+    if (f.name == Framework::pytorch_ddp)
+      fw.update({{"bucket_cap", si(f.bucket_cap_bytes, "B")}, {"gradient_as_bucket_view", f.gradient_as_bucket_view}});
+    if (f.name == Framework::pytorch_fsdp) {
+      fw["version"] = f.fsdp_version;
+      if (f.param_dtype) fw["param_dtype"] = to_string(*f.param_dtype);
+      if (f.reduce_dtype) fw["reduce_dtype"] = to_string(*f.reduce_dtype);
+    }
+    training["framework"] = fw;
+  }
   json intra{{"fabric", to_string(s.cluster.intra_node.fabric)}};
   if (s.cluster.intra_node.bandwidth) intra["bandwidth"] = si(*s.cluster.intra_node.bandwidth, "Bps");
   if (s.cluster.intra_node.latency) intra["latency"] = si(*s.cluster.intra_node.latency, "s");

@@ -27,6 +27,9 @@ enum class Recompute { none, selective, full };
 enum class Fabric { nvswitch, nvlink_mesh, pcie };
 enum class Topology { fat_tree, leaf_spine, rail_optimized };
 enum class Schedule { gpipe, one_f_one_b, interleaved };
+// The training software: what it launches and how it syncs (see FrameworkSpec).
+enum class Framework { megatron, pytorch, pytorch_ddp, pytorch_fsdp, pytorch_tp };
+enum class ElementType { fp32, bf16, fp16 };
 
 std::string_view to_string(ModelFamily);
 std::string_view to_string(AttentionImpl);
@@ -36,6 +39,8 @@ std::string_view to_string(Recompute);
 std::string_view to_string(Fabric);
 std::string_view to_string(Topology);
 std::string_view to_string(Schedule);
+std::string_view to_string(Framework);
+std::string_view to_string(ElementType);
 
 struct ModelSpec {
   ModelFamily family = ModelFamily::gpt;
@@ -54,12 +59,35 @@ struct ModelSpec {
   std::int64_t head_dim() const { return heads ? hidden / heads : 0; }
 };
 
+// The framework a user trains with (training.framework: a name, or an object with "name"
+// and its knobs). It decides host-side dispatch cost per kernel, gradient buckets and
+// their memory, and what FSDP gathers and reduces:
+//  megatron      Megatron-LM (fused kernels with mixed-*; 40 M-element gradient buckets)
+//  pytorch       eager PyTorch with hand-written parallelism (tensor or pipeline); no data parallelism
+//  pytorch-ddp   DistributedDataParallel: bucket_cap (default 25 MB), gradient_as_bucket_view
+//                (default false: the buckets are a second copy of the gradients)
+//  pytorch-fsdp  FullyShardedDataParallel: version 1 or 2, param_dtype and reduce_dtype (default:
+//                the parameters' storage type); plan.zero 3 is FULL_SHARD, 2 SHARD_GRAD_OP
+//  pytorch-tp    DTensor tensor parallelism (parallelize_module): host dispatch per kernel grows
+// Default (not written): megatron for mixed-* precisions; otherwise pytorch-ddp, or
+// pytorch-fsdp when plan.zero is 2 or 3. The rules between framework, precision and
+// plan.zero are checked only for a framework written in the file.
+struct FrameworkSpec {
+  Framework name = Framework::megatron;
+  bool given = false;                    // written in the file (else derived from the precision)
+  double bucket_cap_bytes = 25.0 * (1 << 20);
+  bool gradient_as_bucket_view = false;
+  int fsdp_version = 1;
+  std::optional<ElementType> param_dtype, reduce_dtype;
+};
+
 struct TrainingSpec {
   std::int64_t global_batch = 0;  // samples (sequences or images) per iteration
   std::int64_t micro_batch = 0;   // samples per micro-batch per data-parallel replica
   Precision precision = Precision::mixed_bf16;
   OptimizerKind optimizer = OptimizerKind::adam;
   Recompute recompute = Recompute::none;
+  FrameworkSpec framework;
 };
 
 struct IntraNodeSpec {

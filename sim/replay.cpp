@@ -40,6 +40,7 @@ struct Replay::Impl {
     };
     std::deque<Job> jobs;  // for the communication stream, in issue order
     bool no_more_jobs = false, comm_done = false;
+    double host_clock = 0;  // when the host has launched everything issued so far
     std::int64_t gathers_posted = 0, gathers_done = 0;
     GroupStats st;
   };
@@ -82,6 +83,15 @@ struct Replay::Impl {
   }
 
   void run_segment(Group& g, const Segment& seg, i64 mb) {
+    // The host launches this segment's kernels after everything before them; the GPU
+    // cannot start them earlier (the host never waits for the GPU inside a step).
+    g.host_clock += seg.host;
+    if (g.host_clock > now()) {
+      const double t0 = now();
+      sg4::this_actor::sleep_until(g.host_clock);
+      g.st.host_wait += now() - t0;
+      slice(g, Stream::compute, "waiting for the host", t0, now());
+    }
     if (seg.compute > 0) {
       const double t0 = now();
       sg4::this_actor::sleep_for(seg.compute);
@@ -248,7 +258,7 @@ struct Replay::Impl {
         run_pass(g, chunk.backward, w.micro_batch, gathers, [&](const Segment& seg) {
           if (overlap && last_pass && seg.grad_params > 0) {
             pending_params += seg.grad_params;
-            if (pending_params >= gradient_bucket_elements()) {
+            if (pending_params >= gradient_bucket_elements(plan.framework, plan.precision)) {
               post_bucket(g, pending_params, false);
               pending_params = 0;
             }

@@ -13,24 +13,29 @@ using i64 = std::int64_t;
 // A segment that only marks a block's start (no compute yet) takes the first op's work.
 bool fresh_marker(const Segment& s) { return s.gather_params > 0 && s.compute == 0 && !s.comm.active(); }
 
-void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t) {
-  if (t <= 0) return;
+void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t, Seconds host) {
+  if (t <= 0 && host <= 0) return;
   if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
-  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}});
+  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
   prog.back().compute += t;
-  prog.back().ops.push_back({name, t});
+  prog.back().host += host;
+  if (t > 0) prog.back().ops.push_back({name, t});
 }
 
-void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c) {
+void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c, Seconds host) {
   if (!c.active()) return;
   if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
-  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}});
+  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
   prog.back().comm = c;
+  prog.back().host += host;  // the collective's kernel
 }
 
 // Appends one block's forward to `fwd` and its (recompute +) backward to `bwd_block`.
+// `per_kernel`: host time per kernel launched; `hooks`: the framework's hooks of a repeated
+// layer per micro-batch (half charged with its forward, half with its backward).
 void program_block(const Block& block, bool is_layer, Recompute rc, const ShardingContext& ctx, const KernelModel& km,
-                   bool mark_blocks, std::vector<Segment>& fwd, std::vector<Segment>& bwd_block, Bytes& saved) {
+                   bool mark_blocks, Seconds per_kernel, Seconds hooks, std::vector<Segment>& fwd,
+                   std::vector<Segment>& bwd_block, Bytes& saved) {
   std::vector<OpTiming> t;
   Bytes saved_all = 0, saved_core = 0;
   double params = 0;
@@ -40,26 +45,28 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
   }
   // Under ZeRO-3 each block starts a segment of its own, carrying its parameters to gather.
   if (mark_blocks) {
-    fwd.push_back(Segment{Work::forward, 0, {}, 0, params, {}});
-    bwd_block.push_back(Segment{Work::backward, 0, {}, 0, params, {}});
+    fwd.push_back(Segment{Work::forward, 0, {}, 0, params, {}, 0});
+    bwd_block.push_back(Segment{Work::backward, 0, {}, 0, params, {}, 0});
   }
+  const Seconds hook = is_layer ? hooks / 2 : 0.0;
   for (std::size_t i = 0; i < block.ops.size(); ++i) {
     const Op& op = block.ops[i];
-    add_compute(fwd, Work::forward, op.name, t[i].forward);
-    add_comm(fwd, Work::forward, t[i].forward_comm);
+    add_compute(fwd, Work::forward, op.name, t[i].forward, per_kernel * op_kernels(op).forward + (i == 0 ? hook : 0.0));
+    add_comm(fwd, Work::forward, t[i].forward_comm, per_kernel);
     saved_all += t[i].saved;
     if (op.core_attention) saved_core += t[i].saved;
   }
   for (std::size_t i = 0; i < block.ops.size(); ++i)
     if (op_recomputed(block.ops[i], rc, is_layer)) {
-      add_compute(bwd_block, Work::recompute, block.ops[i].name, t[i].forward);
-      add_comm(bwd_block, Work::recompute, t[i].forward_comm);
+      add_compute(bwd_block, Work::recompute, block.ops[i].name, t[i].forward, per_kernel * op_kernels(block.ops[i]).forward);
+      add_comm(bwd_block, Work::recompute, t[i].forward_comm, per_kernel);
     }
   for (std::size_t i = block.ops.size(); i-- > 0;) {
-    add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward);
-    add_comm(bwd_block, Work::backward, t[i].backward_comm);
+    add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward,
+                per_kernel * op_kernels(block.ops[i]).backward + (i == 0 ? hook : 0.0));
+    add_comm(bwd_block, Work::backward, t[i].backward_comm, per_kernel);
   }
-  if (bwd_block.empty()) bwd_block.push_back(Segment{Work::backward, 0, {}, 0, 0, {}});
+  if (bwd_block.empty()) bwd_block.push_back(Segment{Work::backward, 0, {}, 0, 0, {}, 0});
   bwd_block.back().grad_params += params;
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(ctx.tp) : 1.0);
   saved += kept_activations(block_recompute(rc, is_layer), saved_all, saved_core, boundary, 0).kept;
@@ -81,6 +88,9 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   r.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
   r.overlap_grad_reduce = plan.overlap_grad_reduce;
   r.precision = est.precision();
+  r.framework = s.training.framework;
+  const Seconds per_kernel = host_per_kernel(s.training.framework, est.cluster().gpu.host);
+  const Seconds hooks = host_hooks_per_layer(s.training.framework, est.cluster().gpu.host, plan.dp);
   r.collectives = s.simulation.collectives;
 
   const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training.precision));
@@ -115,7 +125,8 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
       for (const auto& [b, is_layer] : blocks) {
         bwd_blocks.emplace_back();
         program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
-                      gradient_sync(1, r.precision, plan.zero, plan.dp).gather_per_pass > 0, chunk.forward, bwd_blocks.back(), chunk.saved);
+                      gradient_sync(1, r.precision, plan.zero, plan.dp).gather_per_pass > 0, per_kernel, hooks, chunk.forward,
+                      bwd_blocks.back(), chunk.saved);
       }
       for (auto it = bwd_blocks.rbegin(); it != bwd_blocks.rend(); ++it)
         for (auto& seg : *it) {
@@ -125,6 +136,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
               chunk.backward.back().grad_params == 0 && seg.gather_params == 0) {
             auto& prev = chunk.backward.back();
             prev.compute += seg.compute;
+            prev.host += seg.host;
             prev.comm = seg.comm;
             prev.grad_params += seg.grad_params;
             prev.ops.insert(prev.ops.end(), seg.ops.begin(), seg.ops.end());

@@ -29,6 +29,7 @@ struct Segment {
   double grad_params = 0;  // backward: parameters (on this GPU) whose gradients are done after this segment
   double gather_params = 0;  // > 0: a block starts here; ZeRO-3 gathers its parameters (on this GPU) first
   std::vector<OpSlice> ops;
+  Seconds host = 0;      // host time to launch this segment's kernels (rules.hpp host dispatch)
 };
 
 struct ChunkProgram {
@@ -51,6 +52,7 @@ struct ReplayPlan {
   bool sequence_parallel = false;
   bool overlap_grad_reduce = false;
   PrecisionRules precision;      // bytes per parameter of weights and gradients
+  FrameworkSpec framework;       // gradient buckets
   Bytes tied_sync_bytes = 0;     // per GPU: the tied embedding's gradient all-reduce (first and last stage)
   std::string collectives = "auto";
   std::vector<StageProgram> stages;

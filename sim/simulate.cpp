@@ -115,7 +115,7 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
   for (const auto& g : r.groups) {
     compute_activities += g.compute_activities;
     collectives += g.collectives;
-    const double idle = std::max(0.0, T - g.compute() - g.comm());
+    const double idle = std::max(0.0, T - g.compute() - g.comm() - g.host_wait);
     busy_sum += g.compute() + g.comm();
     idle_sum += idle;
     for (i64 t = 0; t < plan.tp; ++t) {
@@ -124,6 +124,7 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
           {"gpu", rank},          {"stage", g.stage},       {"dp_rank", g.replica},  {"tp_rank", t},
           {"compute_s", g.compute()}, {"comm_s", g.comm()}, {"idle_s", idle},
           {"tp_comm_s", g.tp_comm}, {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"ep_comm_s", g.ep_comm},
+          {"host_wait_s", g.host_wait},
           {"peak_activations_bytes", g.peak_activations}, {"end_s", g.end}};
     }
   }
@@ -192,7 +193,8 @@ Prediction simulated_prediction(const Prediction& e, const ReplayPlan& plan,
   b.pp_comm_exposed = c.pp_comm;
   b.dp_comm_exposed = c.dp_comm;
   b.optimizer = c.optimizer;
-  b.bubble = std::max(0.0, T - (c.compute() + c.comm()));
+  b.host_bound = c.host_wait;
+  b.bubble = std::max(0.0, T - (c.compute() + c.comm() + c.host_wait));
 
   // Per stage: the busiest replica's times per micro-batch; memory from the rules with
   // the activations the replayed schedule actually kept alive.
@@ -215,6 +217,7 @@ Prediction simulated_prediction(const Prediction& e, const ReplayPlan& plan,
     sp.zero3_gather = 0;
     sp.dp_exposed = worst->dp_comm;
     sp.optimizer = worst->optimizer;
+    sp.host = e.stages[static_cast<std::size_t>(st)].host;
     sp.memory = plan.stages[static_cast<std::size_t>(st)].static_memory;
     sp.memory.activations = act;
     p.stages.push_back(sp);

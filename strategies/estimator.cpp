@@ -23,7 +23,7 @@ Estimator::Estimator(ModelSpec model, TrainingSpec training, ClusterModel cluste
     : model_(std::move(model)),
       training_(training),
       cluster_(std::move(cluster)),
-      rules_(precision_rules(training.precision, training.optimizer)) {}
+      rules_(precision_rules(training)) {}
 
 const ModelGraph& Estimator::graph(i64 micro_batch) const {
   auto it = graphs_.find(micro_batch);
@@ -58,10 +58,14 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     (ep_comm ? c.ep : c.tp_forward) += comm_f;
     (ep_comm ? c.ep : c.tp_backward) += comm_b;
     c.hardware_flops += 3.0 * o.forward_flops;
+    const OpKernels k = op_kernels(op);
+    const int comm_kernels_f = o.forward_comm.active() ? 1 : 0, comm_kernels_b = o.backward_comm.active() ? 1 : 0;
+    c.kernels += k.forward + k.backward + comm_kernels_f + comm_kernels_b;
     if (op_recomputed(op, requested, is_layer)) {
       c.recompute += o.forward;
       (ep_comm ? c.ep : c.tp_recompute) += comm_f;
       c.hardware_flops += o.forward_flops;
+      c.kernels += k.forward + comm_kernels_f;
     }
     saved_all += o.saved;
     if (op.core_attention) saved_core += o.saved;
@@ -135,8 +139,10 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     if (s == p - 1) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
 
     Bytes saved = 0, working = 0, largest_params = 0;
+    double kernels = 0;
     for (int b : blocks) {
       const BlockCost& c = costs[static_cast<std::size_t>(b)];
+      kernels += c.kernels;
       st.forward += c.forward;
       st.backward += c.backward;
       st.recompute += c.recompute;
@@ -156,11 +162,13 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     // Tied embeddings live on one GPU when the first and last stage coincide.
     if (p == 1 && g.tied_params > 0) st.params_per_gpu -= g.tied_params / double(t);
     st.p2p = p2p;
+    st.host = kernels * host_per_kernel(training_.framework, cluster_.gpu.host) +
+              double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, plan.dp);
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
     st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s),
-                              plan.zero, plan.dp, m},
+                              plan.zero, plan.dp, m, ddp_buckets(training_.framework, plan.dp)},
                              rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
@@ -177,7 +185,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     // Buckets reduce while the last micro-batch runs backward; parameter gathers of
     // ZeRO-1/2 overlap the next forward.
     if (plan.overlap_grad_reduce && plan.dp > 1)
-      st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P);
+      st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
+                                              gradient_bucket_elements(training_.framework, rules_));
     st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp), rules_);
     e.stages.push_back(st);
   }
@@ -211,7 +220,11 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   bd.bubble = pipeline - md * slowest;
   bd.dp_comm_exposed = md * c.zero3_gather + e.stages[tail_stage].dp_exposed;
   bd.optimizer = e.stages[tail_stage].optimizer;
-  e.iteration_time = pipeline + tail;
+  // The host launches every rank's kernels ahead of its GPU; the busiest host bounds the step.
+  Seconds host = 0;
+  for (const auto& st : e.stages) host = std::max(host, double(m) * st.host);
+  bd.host_bound = std::max(0.0, host - (pipeline + tail));
+  e.iteration_time = pipeline + tail + bd.host_bound;
 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work.
   e.hardware_flops = flops_per_mb * double(t) * dp * md;
@@ -224,7 +237,7 @@ Estimator make_estimator(const Scenario& s) {
   Diagnostics diag(s.source);
   ClusterModel cluster = resolve_cluster(s.cluster, diag);
   diag.throw_if_errors();
-  const PrecisionRules rules = precision_rules(s.training.precision, s.training.optimizer);
+  const PrecisionRules rules = precision_rules(s.training);
   if (cluster.gpu.peak(rules.compute) <= 0)
     diag.error("/training/precision",
                fmt::format("{} has no {} units; choose a precision it supports", cluster.gpu.name, to_string(rules.compute)));

@@ -6,7 +6,7 @@ namespace clustersim {
 
 Seconds TimeBreakdown::total() const {
   return compute_forward + compute_backward + compute_recompute + tp_comm_exposed + ep_comm_exposed +
-         pp_comm_exposed + bubble + dp_comm_exposed + optimizer;
+         pp_comm_exposed + bubble + dp_comm_exposed + optimizer + host_bound;
 }
 
 void Prediction::finish(const Workload& w) {
@@ -54,7 +54,8 @@ nlohmann::json to_json(const Prediction& e) {
                       {"backward_s", s.backward}, {"recompute_s", s.recompute}, {"tp_comm_s", s.tp_comm},
                       {"ep_comm_s", s.ep_comm}, {"p2p_s", s.p2p}, {"zero3_gather_s", s.zero3_gather},
                       {"per_micro_batch_s", s.per_micro_batch()}, {"dp_exposed_s", s.dp_exposed},
-                      {"optimizer_s", s.optimizer}, {"params_per_gpu", s.params_per_gpu},
+                      {"optimizer_s", s.optimizer}, {"host_per_micro_batch_s", s.host},
+                      {"params_per_gpu", s.params_per_gpu},
                       {"memory_bytes", s.memory.total()}, {"memory", memory_json(s.memory)}});
   return json{
       {"method", e.method},
@@ -81,7 +82,8 @@ nlohmann::json to_json(const Prediction& e) {
         {"pp_comm_exposed_s", b.pp_comm_exposed},
         {"bubble_s", b.bubble},
         {"dp_comm_exposed_s", b.dp_comm_exposed},
-        {"optimizer_s", b.optimizer}}},
+        {"optimizer_s", b.optimizer},
+        {"host_bound_s", b.host_bound}}},
       {"memory", memory_json(e.memory)},
       {"stages", stages},
   };
@@ -115,6 +117,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
   bd.bubble = b.at("bubble_s").get<double>();
   bd.dp_comm_exposed = b.at("dp_comm_exposed_s").get<double>();
   bd.optimizer = b.at("optimizer_s").get<double>();
+  bd.host_bound = b.at("host_bound_s").get<double>();
   e.memory = memory_from(j.at("memory"));
   for (const auto& s : j.at("stages")) {
     StagePrediction st;
@@ -129,6 +132,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
     st.zero3_gather = s.at("zero3_gather_s").get<double>();
     st.dp_exposed = s.at("dp_exposed_s").get<double>();
     st.optimizer = s.at("optimizer_s").get<double>();
+    st.host = s.at("host_per_micro_batch_s").get<double>();
     st.params_per_gpu = s.at("params_per_gpu").get<double>();
     st.memory = memory_from(s.at("memory"));
     e.stages.push_back(st);

@@ -21,6 +21,7 @@ struct TimeBreakdown {
   Seconds bubble = 0;             // pipeline fill and drain, and waiting
   Seconds dp_comm_exposed = 0;    // gradient reduction (and ZeRO gathers) not hidden
   Seconds optimizer = 0;
+  Seconds host_bound = 0;         // the host launching kernels slower than the GPU runs them
   Seconds total() const;
 };
 
@@ -36,6 +37,7 @@ struct StagePrediction {
   Seconds forward = 0, backward = 0, recompute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, zero3_gather = 0;
   Seconds per_micro_batch() const { return forward + backward + recompute + tp_comm + ep_comm + p2p + zero3_gather; }
   Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
+  Seconds host = 0;                       // host time to launch one micro-batch's kernels
   double params_per_gpu = 0;
   MemoryBreakdown memory;
 };

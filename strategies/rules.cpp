@@ -25,8 +25,8 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64
   s.reduce_bytes = params * r.grad_comm_bytes;
   if (zero == 0) return s;
   s.reduce = Collective::reduce_scatter;
-  if (zero < 3) s.gather_bytes = params * r.weight_bytes;
-  else s.gather_per_pass = params * r.weight_bytes;
+  if (zero < 3) s.gather_bytes = params * r.gather_bytes;
+  else s.gather_per_pass = params * r.gather_bytes;
   return s;
 }
 
@@ -38,10 +38,19 @@ Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward) 
   return std::max(0.0, gather - forward) + std::max(0.0, gather - backward);
 }
 
-double gradient_bucket_elements() { return 40e6; }
+double gradient_bucket_elements(const FrameworkSpec& f, const PrecisionRules& r) {
+  if (f.name == Framework::pytorch_ddp) return f.bucket_cap_bytes / r.grad_bytes;
+  return 40e6;
+}
 
-Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params) {
-  const double last_bucket = std::min(1.0, gradient_bucket_elements() / std::max(1.0, params));
+DdpBuckets ddp_buckets(const FrameworkSpec& f, i64 dp) {
+  if (f.name != Framework::pytorch_ddp || dp <= 1) return {};
+  return {true, !f.gradient_as_bucket_view};
+}
+
+Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params,
+                                double bucket_elements) {
+  const double last_bucket = std::min(1.0, bucket_elements / std::max(1.0, params));
   return std::max(reduce * last_bucket, reduce - backward) + std::max(gather * last_bucket, gather - forward);
 }
 
@@ -94,8 +103,9 @@ MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& 
   m.gradients = w.gradients;
   m.optimizer_states = w.optimizer_states;
   m.activations = in.in_flight * in.kept_per_micro_batch;
-  m.temporary = in.working + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * r.weight_bytes : 0.0);
-  if (!r.persistent_grads && in.micro_batches == 1) {
+  m.gradients += in.ddp.copy ? in.params * r.grad_bytes : 0.0;
+  m.temporary = in.working + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * r.gather_bytes : 0.0);
+  if (!r.persistent_grads && !in.ddp.persistent && in.micro_batches == 1) {
     MemoryBreakdown activation_peak = m, step_peak = m;
     activation_peak.gradients = 0;
     step_peak.activations = step_peak.temporary = 0;
@@ -153,6 +163,34 @@ Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, i64 m, i6
     slowest = std::max(slowest, t);
   }
   return double(m) * slowest + (sum - slowest) / double(std::max<i64>(1, v));
+}
+
+OpKernels op_kernels(const Op& op) {
+  switch (op.kind) {
+    case OpKind::matmul: return {1, 2};  // forward GEMM; dgrad and wgrad
+    case OpKind::attention: return {1, 1};
+    case OpKind::embedding: return {1, 1};
+    case OpKind::memory:
+      return {op.fwd_bytes > 0 ? op.kernels : 0, op.bwd_bytes > 0 ? 2 * op.kernels : 0};
+    case OpKind::tp_enter:
+    case OpKind::tp_exit:
+    case OpKind::all_to_all: return {0, 0};
+  }
+  return {0, 0};
+}
+
+Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h) {
+  return f.name == Framework::pytorch_tp && h.dtensor_per_kernel > 0 ? h.dtensor_per_kernel : h.eager_per_kernel;
+}
+
+Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 dp) {
+  switch (f.name) {
+    case Framework::pytorch_ddp: return dp > 1 ? h.ddp_per_layer : 0.0;
+    case Framework::pytorch_fsdp:
+      if (f.fsdp_version == 2) return h.fsdp2_per_unit;
+      return f.param_dtype && *f.param_dtype != ElementType::fp32 ? h.fsdp_mixed_per_unit : h.fsdp_per_unit;
+    default: return 0.0;
+  }
 }
 
 i64 plan_rank(i64 dp, i64 tp, i64 stage, i64 replica, i64 tp_rank) {

@@ -51,12 +51,21 @@ double updated_params(double params, int zero, std::int64_t dp);
 // so only what exceeds that compute is exposed, in forward and again in backward.
 Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward);
 
-// Gradient buckets. Megatron-LM reduces gradients in buckets of 40 M elements while the
-// last micro-batch runs backward; the last bucket cannot hide behind compute.
-double gradient_bucket_elements();
+// Gradient buckets, reduced while the last micro-batch runs backward; the last bucket
+// cannot hide behind compute. Megatron-LM: 40 M elements; PyTorch DDP: bucket_cap bytes
+// of gradients (25 MB by default).
+double gradient_bucket_elements(const FrameworkSpec& f, const PrecisionRules& r);
+// PyTorch DDP (dp > 1) keeps its gradient buckets allocated across steps, so gradients
+// do not come and go with each step as in plain eager PyTorch; without
+// gradient_as_bucket_view the buckets are a second copy of every gradient.
+struct DdpBuckets {
+  bool persistent = false, copy = false;
+};
+DdpBuckets ddp_buckets(const FrameworkSpec& f, std::int64_t dp);
 // Exposed data-parallel time when the reduction (and the ZeRO-1/2 parameter all-gather,
 // which overlaps the next forward) overlap compute: at least the last bucket's share.
-Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params);
+Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params,
+                                double bucket_elements);
 
 // The optimizer step over the `params` a GPU updates (after ZeRO): it reads and writes
 // every state once (PrecisionRules::optimizer_step_bytes) and the gradient-norm pass
@@ -94,11 +103,13 @@ KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core
 // Memory of one GPU of a stage at its peak:
 //  weights, gradients, optimizer states by weight_memory();
 //  activations: `in_flight` micro-batches of what the stage's blocks keep;
+//  gradients: plus a second copy in DDP's buckets (ddp_buckets);
 //  temporary: the largest block's working memory, autocast's weight copy and, under
 //  ZeRO-3, two blocks' gathered weights (the one running and the one prefetched).
-// Eager PyTorch (PrecisionRules::persistent_grads false) allocates gradients in backward
-// and frees them after the step: with one micro-batch the peak is the larger of the
-// activation peak (no gradients yet) and the step (all gradients, no activations).
+// Eager PyTorch (PrecisionRules::persistent_grads false, no DDP buckets) allocates
+// gradients in backward and frees them after the step: with one micro-batch the peak is
+// the larger of the activation peak (no gradients yet) and the step (all gradients, no
+// activations).
 struct StageMemoryInputs {
   double params = 0;                // on one GPU of the stage, before ZeRO
   double largest_block_params = 0;  // the largest block's, on one GPU before ZeRO
@@ -108,6 +119,7 @@ struct StageMemoryInputs {
   int zero = 0;
   std::int64_t dp = 1;
   std::int64_t micro_batches = 1;   // per iteration and replica
+  DdpBuckets ddp;                   // DDP's gradient buckets
 };
 MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r);
 
@@ -148,6 +160,25 @@ std::int64_t pipeline_sends_per_micro_batch(std::int64_t v);
 // interleaved chunks), the steady state the slowest stage m times. For v = 1 this is
 // Alpa's Eq. 2: sum + (m - 1) max.
 Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, std::int64_t m, std::int64_t v);
+
+// ---------------------------------------------------------------------------------------
+// Host dispatch. Eager PyTorch launches every kernel from one CPU thread; the GPU cannot
+// start a kernel before the host has launched it. With no synchronisation inside a step
+// the host runs ahead, so a GPU's step takes max(GPU time, host time); the replay keeps
+// the host clock per rank, the estimator applies the bound per iteration.
+// ---------------------------------------------------------------------------------------
+// Kernels an op launches forward and backward (collectives are counted where they are
+// active: one kernel each).
+struct OpKernels {
+  int forward = 0, backward = 0;
+};
+OpKernels op_kernels(const Op& op);
+// Host time per kernel launched: eager PyTorch (Megatron-LM is eager PyTorch too), or
+// DTensor's sharding propagation on top.
+Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
+// Framework hooks per repeated layer and micro-batch (forward + backward): DDP's
+// autograd hooks (dp > 1), FSDP's pre/post hooks of each wrapped layer.
+Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, std::int64_t dp);
 
 // ---------------------------------------------------------------------------------------
 // Ranks and groups.

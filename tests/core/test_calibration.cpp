@@ -21,13 +21,17 @@ Microbenchmarks h100_data() {
 TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "[calibration]") {
   const auto base = find_gpu_profile("h100-sxm5-80gb-datasheet");
   REQUIRE(base);
-  const GpuProfile fitted = fit_profile(*base, h100_data(), {0, "h100-sxm5-80gb"}, nullptr);
+  GpuProfile fitted = fit_profile(*base, h100_data(), {0, "h100-sxm5-80gb"}, nullptr);
+  const std::string host = kData + "host-dispatch-2026-11-26.json";
+  fitted.host = fit_host_dispatch(host);
+  fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + host);
   const auto shipped = find_gpu_profile("h100-sxm5-80gb");
   REQUIRE(shipped);
   CHECK(shipped->status == "calibrated");
   // Regenerate with (one line): clustersim calibrate fit
   //   calibration/data/h100-sxm5-80gb/microbench-2026-11-26.json
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
+  //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json
   //   --name h100-sxm5-80gb --holdout 0 --out costmodel/profiles/h100-sxm5-80gb.json
   CHECK(to_json(fitted).dump() == to_json(*shipped).dump());
 }

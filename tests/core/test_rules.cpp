@@ -65,14 +65,89 @@ TEST_CASE("ZeRO-3 prefetch exposes only what exceeds the neighbouring compute", 
 }
 
 TEST_CASE("bucketed gradient reduction hides behind backward except the last bucket", "[rules]") {
+  FrameworkSpec megatron;
+  const double bucket = gradient_bucket_elements(megatron, kMixed);
+  CHECK(bucket == 40e6);
   // 400 M parameters in 40 M-element buckets: the last is 1/10 of the reduction.
-  const double exposed = overlapped_sync_exposed(1.0, 0.0, 5.0, 2.0, 400e6);
+  const double exposed = overlapped_sync_exposed(1.0, 0.0, 5.0, 2.0, 400e6, bucket);
   show("reduce 1 s behind 5 s of backward, 10 buckets: 0.1 s", 0.1, exposed);
   CHECK(exposed == Approx(0.1));
   // A reduction longer than backward shows the difference.
-  CHECK(overlapped_sync_exposed(7.0, 0.0, 5.0, 2.0, 400e6) == Approx(2.0));
+  CHECK(overlapped_sync_exposed(7.0, 0.0, 5.0, 2.0, 400e6, bucket) == Approx(2.0));
   // Fewer parameters than one bucket: nothing hides.
-  CHECK(overlapped_sync_exposed(1.0, 0.5, 5.0, 2.0, 1e6) == Approx(1.5));
+  CHECK(overlapped_sync_exposed(1.0, 0.5, 5.0, 2.0, 1e6, bucket) == Approx(1.5));
+  // DDP: 25 MiB of fp32 gradients = 6.55 M elements a bucket.
+  FrameworkSpec ddp;
+  ddp.name = Framework::pytorch_ddp;
+  show("DDP bucket of 25 MiB fp32 gradients, elements", 25.0 * (1 << 20) / 4, gradient_bucket_elements(ddp, kAmp));
+  CHECK(gradient_bucket_elements(ddp, kAmp) == Approx(25.0 * (1 << 20) / 4));
+}
+
+TEST_CASE("DDP buckets keep gradients across steps, and copy them without gradient_as_bucket_view", "[rules]") {
+  FrameworkSpec ddp;
+  ddp.name = Framework::pytorch_ddp;
+  CHECK_FALSE(ddp_buckets(ddp, 1).persistent);  // one GPU: no DDP
+  CHECK(ddp_buckets(ddp, 2).persistent);
+  CHECK(ddp_buckets(ddp, 2).copy);
+  ddp.gradient_as_bucket_view = true;
+  CHECK_FALSE(ddp_buckets(ddp, 2).copy);
+  // amp-bf16, one micro-batch: with DDP the gradients stay beside the activations.
+  StageMemoryInputs in;
+  in.params = 1e9;
+  in.kept_per_micro_batch = 10e9;
+  in.ddp = ddp_buckets(ddp, 2);
+  const double expected = 1e9 * (4 + 4 + 8 + 2) + 10e9;
+  show("amp-bf16, DDP buckets as views: weights, grads, states, copy and activations", expected,
+       stage_memory(in, kAmp).total());
+  CHECK(stage_memory(in, kAmp).total() == Approx(expected));
+}
+
+TEST_CASE("FSDP's mixed precision gathers in param_dtype and reduces in reduce_dtype", "[rules]") {
+  TrainingSpec t;
+  t.precision = Precision::amp_bf16;
+  t.framework.name = Framework::pytorch_fsdp;
+  t.framework.param_dtype = ElementType::bf16;
+  t.framework.reduce_dtype = ElementType::fp32;
+  const PrecisionRules r = precision_rules(t);
+  CHECK(r.gather_bytes == 2);
+  CHECK(r.autocast_copy_bytes == 0);  // parameters arrive in bf16: autocast casts nothing
+  CHECK(r.grad_comm_bytes == 4);
+  const GradientSync s = gradient_sync(1e8, r, 3, 4);
+  show("FSDP bf16 gather bytes per pass for 1e8 parameters", 2e8, s.gather_per_pass);
+  CHECK(s.gather_per_pass == Approx(2e8));
+}
+
+TEST_CASE("host dispatch: kernels per op, per-kernel cost by framework, hooks per layer", "[rules]") {
+  Op mm;
+  mm.kind = OpKind::matmul;
+  CHECK(op_kernels(mm).forward == 1);
+  CHECK(op_kernels(mm).backward == 2);
+  Op norm;
+  norm.kind = OpKind::memory;
+  norm.kernels = 2;
+  norm.fwd_bytes = norm.bwd_bytes = 1;
+  CHECK(op_kernels(norm).forward == 2);
+  CHECK(op_kernels(norm).backward == 4);
+  HostDispatch h;
+  h.eager_per_kernel = 24e-6;
+  h.dtensor_per_kernel = 110e-6;
+  h.ddp_per_layer = 40e-6;
+  h.fsdp_per_unit = 1.7e-3;
+  h.fsdp_mixed_per_unit = 3.1e-3;
+  h.fsdp2_per_unit = 3.0e-3;
+  FrameworkSpec f;
+  CHECK(host_per_kernel(f, h) == 24e-6);
+  f.name = Framework::pytorch_tp;
+  CHECK(host_per_kernel(f, h) == 110e-6);
+  f.name = Framework::pytorch_ddp;
+  CHECK(host_hooks_per_layer(f, h, 1) == 0);
+  CHECK(host_hooks_per_layer(f, h, 2) == 40e-6);
+  f.name = Framework::pytorch_fsdp;
+  CHECK(host_hooks_per_layer(f, h, 2) == 1.7e-3);
+  f.param_dtype = ElementType::bf16;
+  CHECK(host_hooks_per_layer(f, h, 2) == 3.1e-3);
+  f.fsdp_version = 2;
+  CHECK(host_hooks_per_layer(f, h, 2) == 3.0e-3);
 }
 
 TEST_CASE("optimizer step: (step + gradient) bytes per parameter in 8 kernels, affine in parameters", "[rules]") {
