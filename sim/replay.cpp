@@ -82,16 +82,21 @@ struct Replay::Impl {
     slice(g, stream, label, t0, now());
   }
 
+  void wait_for_host(Group& g, double until) {
+    if (until <= now()) return;
+    const double t0 = now();
+    sg4::this_actor::sleep_until(until);
+    g.st.host_wait += now() - t0;
+    slice(g, Stream::compute, "waiting for the host", t0, now());
+  }
+
   void run_segment(Group& g, const Segment& seg, i64 mb) {
-    // The host launches this segment's kernels after everything before them; the GPU
-    // cannot start them earlier (the host never waits for the GPU inside a step).
+    // The host launches this segment's kernels in order after everything before them and
+    // never waits for the GPU: the segment's first kernel cannot start before the host
+    // reaches it, its last cannot finish before the host has launched it.
+    const double host_start = g.host_clock;
     g.host_clock += seg.host;
-    if (g.host_clock > now()) {
-      const double t0 = now();
-      sg4::this_actor::sleep_until(g.host_clock);
-      g.st.host_wait += now() - t0;
-      slice(g, Stream::compute, "waiting for the host", t0, now());
-    }
+    wait_for_host(g, host_start);
     if (seg.compute > 0) {
       const double t0 = now();
       sg4::this_actor::sleep_for(seg.compute);
@@ -107,6 +112,7 @@ struct Replay::Impl {
         }
       }
     }
+    wait_for_host(g, g.host_clock);
     if (!seg.comm.active()) return;
     const std::string label = trace ? fmt::format("{} mb{}", to_string(seg.comm.kind), mb) : std::string();
     if (seg.comm.group == CommGroup::tp) {

@@ -60,12 +60,13 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     c.hardware_flops += 3.0 * o.forward_flops;
     const OpKernels k = op_kernels(op);
     const int comm_kernels_f = o.forward_comm.active() ? 1 : 0, comm_kernels_b = o.backward_comm.active() ? 1 : 0;
-    c.kernels += k.forward + k.backward + comm_kernels_f + comm_kernels_b;
+    c.kernels_forward += k.forward + comm_kernels_f;
+    c.kernels_backward += k.backward + comm_kernels_b;
     if (op_recomputed(op, requested, is_layer)) {
       c.recompute += o.forward;
       (ep_comm ? c.ep : c.tp_recompute) += comm_f;
       c.hardware_flops += o.forward_flops;
-      c.kernels += k.forward + comm_kernels_f;
+      c.kernels_backward += k.forward + comm_kernels_f;
     }
     saved_all += o.saved;
     if (op.core_attention) saved_core += o.saved;
@@ -139,10 +140,11 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     if (s == p - 1) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
 
     Bytes saved = 0, working = 0, largest_params = 0;
-    double kernels = 0;
+    double kernels_f = 0, kernels_b = 0;
     for (int b : blocks) {
       const BlockCost& c = costs[static_cast<std::size_t>(b)];
-      kernels += c.kernels;
+      kernels_f += c.kernels_forward;
+      kernels_b += c.kernels_backward;
       st.forward += c.forward;
       st.backward += c.backward;
       st.recompute += c.recompute;
@@ -162,8 +164,10 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     // Tied embeddings live on one GPU when the first and last stage coincide.
     if (p == 1 && g.tied_params > 0) st.params_per_gpu -= g.tied_params / double(t);
     st.p2p = p2p;
-    st.host = kernels * host_per_kernel(training_.framework, cluster_.gpu.host) +
-              double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, plan.dp);
+    const Seconds per_kernel = host_per_kernel(training_.framework, cluster_.gpu.host);
+    const Seconds hooks = double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, plan.dp);
+    st.host_forward = kernels_f * per_kernel + hooks / 2;
+    st.host = st.host_forward + kernels_b * per_kernel + hooks / 2;
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
@@ -220,10 +224,11 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   bd.bubble = pipeline - md * slowest;
   bd.dp_comm_exposed = md * c.zero3_gather + e.stages[tail_stage].dp_exposed;
   bd.optimizer = e.stages[tail_stage].optimizer;
-  // The host launches every rank's kernels ahead of its GPU; the busiest host bounds the step.
-  Seconds host = 0;
-  for (const auto& st : e.stages) host = std::max(host, double(m) * st.host);
-  bd.host_bound = std::max(0.0, host - (pipeline + tail));
+  // The host launches each rank's kernels ahead of its GPU (rules.hpp host_bound_time).
+  for (const auto& st : e.stages)
+    bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + st.tp_comm / 2 + st.ep_comm / 2,
+                                                            st.backward + st.recompute + st.tp_comm / 2 + st.ep_comm / 2,
+                                                            st.host_forward, st.host - st.host_forward, m));
   e.iteration_time = pipeline + tail + bd.host_bound;
 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work.

@@ -39,7 +39,7 @@ class Estimator {
     Bytes working = 0;      // transient activations while this block runs backward
     double params = 0;      // parameters on this GPU
     double hardware_flops = 0;  // this GPU's FLOPs, forward + backward + recompute
-    double kernels = 0;         // kernels launched, forward + backward + recompute
+    double kernels_forward = 0, kernels_backward = 0;  // kernels launched (backward: with recompute)
   };
 
  private:

@@ -55,6 +55,7 @@ nlohmann::json to_json(const Prediction& e) {
                       {"ep_comm_s", s.ep_comm}, {"p2p_s", s.p2p}, {"zero3_gather_s", s.zero3_gather},
                       {"per_micro_batch_s", s.per_micro_batch()}, {"dp_exposed_s", s.dp_exposed},
                       {"optimizer_s", s.optimizer}, {"host_per_micro_batch_s", s.host},
+                      {"host_forward_per_micro_batch_s", s.host_forward},
                       {"params_per_gpu", s.params_per_gpu},
                       {"memory_bytes", s.memory.total()}, {"memory", memory_json(s.memory)}});
   return json{
@@ -133,6 +134,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
     st.dp_exposed = s.at("dp_exposed_s").get<double>();
     st.optimizer = s.at("optimizer_s").get<double>();
     st.host = s.at("host_per_micro_batch_s").get<double>();
+    st.host_forward = s.at("host_forward_per_micro_batch_s").get<double>();
     st.params_per_gpu = s.at("params_per_gpu").get<double>();
     st.memory = memory_from(s.at("memory"));
     e.stages.push_back(st);

@@ -38,6 +38,7 @@ struct StagePrediction {
   Seconds per_micro_batch() const { return forward + backward + recompute + tp_comm + ep_comm + p2p + zero3_gather; }
   Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
   Seconds host = 0;                       // host time to launch one micro-batch's kernels
+  Seconds host_forward = 0;               // of which its forward
   double params_per_gpu = 0;
   MemoryBreakdown memory;
 };

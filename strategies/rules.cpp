@@ -179,6 +179,13 @@ OpKernels op_kernels(const Op& op) {
   return {0, 0};
 }
 
+Seconds host_bound_time(Seconds gpu_f, Seconds gpu_b, Seconds host_f, Seconds host_b, i64 m) {
+  const Seconds gpu = gpu_f + gpu_b;
+  const Seconds first = std::max({gpu, host_f + gpu_b, host_f + host_b});
+  const Seconds total = first + double(std::max<i64>(0, m - 1)) * std::max(gpu, host_f + host_b);
+  return std::max(0.0, total - double(m) * gpu);
+}
+
 Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h) {
   return f.name == Framework::pytorch_tp && h.dtensor_per_kernel > 0 ? h.dtensor_per_kernel : h.eager_per_kernel;
 }

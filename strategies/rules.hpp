@@ -176,6 +176,14 @@ OpKernels op_kernels(const Op& op);
 // Host time per kernel launched: eager PyTorch (Megatron-LM is eager PyTorch too), or
 // DTensor's sharding propagation on top.
 Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
+// GPU time a stage loses to its host over m micro-batches: the host launches kernels in
+// program order and never waits for the GPU, so kernel i starts at the earliest when the
+// host has launched everything before it: g_i = max(g_{i-1}, h_i) + gpu_i. At phase
+// granularity (forward gpu_f, host_f; backward gpu_b, host_b) one micro-batch from a
+// standing start takes max(gpu_f + gpu_b, host_f + gpu_b, host_f + host_b); afterwards
+// the host's lead (or lag) carries over, so each further micro-batch takes
+// max(gpu_f + gpu_b, host_f + host_b). Returns the time beyond m (gpu_f + gpu_b).
+Seconds host_bound_time(Seconds gpu_f, Seconds gpu_b, Seconds host_f, Seconds host_b, std::int64_t m);
 // Framework hooks per repeated layer and micro-batch (forward + backward): DDP's
 // autograd hooks (dp > 1), FSDP's pre/post hooks of each wrapped layer.
 Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, std::int64_t dp);
