@@ -106,7 +106,7 @@ struct IntraOpResult {
   // chosen strategies when they are the least-activation ones and none takes ZeRO-3.
   Bytes temporary_memory = 0;
   // Megatron space: what rules::stage_memory takes (in_flight set per use): the exact
-  // memory of the manual plan's stage, as the estimator counts it.
+  // memory of the manual plan's stage.
   bool exact_memory = false;
   StageMemoryInputs stage_inputs;
   // The memory of the stage with `inflight` micro-batches in flight: stage_memory() in

@@ -73,9 +73,10 @@ struct SearchPlan {
   // The search's objective: Eq. 2 (rules::pipeline_makespan) over the stage latencies.
   Seconds iteration_time = 0;
   bool feasible = false;
-  // predict_plan() of this plan: the same stages composed as the estimator composes them
-  // (per-iteration work after the last micro-batch, pipeline sends). run_search,
-  // evaluate_plan and cost_manual_plan fill it (method "search"); empty otherwise.
+  // predict_plan() of this plan: the stages' per-micro-batch work pipelined
+  // (rules::pipeline_makespan), the per-iteration work after the last micro-batch, and
+  // the pipeline sends. run_search, evaluate_plan and cost_manual_plan fill it (method
+  // "search"); empty otherwise.
   Prediction prediction;
 };
 

@@ -2,7 +2,7 @@
 // grid of tests/consistency_grid.hpp: both take the per-op work from op_timing and every
 // plan-level rule from rules.hpp, so the memory per GPU of every stage is the same to
 // the byte, the FLOPs and parameters are the same, and the iteration times differ only
-// where the two mechanisms do (see kTimeTolerance). One line per plan, side by side.
+// where the two mechanisms do (tests/consistency_grid.hpp, search_time_tolerance). One line per plan, side by side.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -13,35 +13,6 @@
 
 using namespace clustersim;
 
-namespace {
-
-// Iteration times. Without data parallelism (dp = 1) the two share everything but the
-// vocabulary-parallel cross entropy's row statistics, which the search all-reduces
-// over tp and the estimator leaves out: 0.13% at most on this grid.
-constexpr double kTolerance = 0.005;
-// With dp > 1 the search times the weight update per op, as its ILP needs, where the
-// estimator runs one collective per stage: every op with parameters pays the gradient
-// reduction's (and ZeRO-1/2's weight gather's) latency, so the search is slower, by at
-// most 8.1% here (dp 8 over NVLink with a collective of 2(n-1) latency steps per op).
-constexpr double kDataParallelTolerance = 0.10;
-// ZeRO-3: the search hides each op's weight gather behind that op's own compute, the
-// estimator each block's behind the block's (rules::zero3_gather_exposed applied to an
-// op or to a block); norms and biases have nearly no compute to hide a gather behind,
-// so the search exposes their latency: up to 34% slower here.
-constexpr double kZero3Tolerance = 0.40;
-// MoE with dp > 1: the search splits the experts over the data-parallel GPUs and, each
-// GPU holding its own experts, neither reduces their gradients nor shards their
-// optimizer step; the estimator reduces and shards all of a GPU's parameters over dp
-// (the memory rule is shared: both shard the expert states). Either way, up to 13%.
-constexpr double kMoeTolerance = 0.15;
-
-double tolerance(const Scenario& s) {
-  if (s.plan.dp == 1) return kTolerance;
-  if (s.model.family == ModelFamily::moe) return kMoeTolerance;
-  return s.plan.zero == 3 ? kZero3Tolerance : kDataParallelTolerance;
-}
-
-}  // namespace
 
 TEST_CASE("consistency: estimator and search cost the same manual plans alike", "[consistency]") {
   std::printf("\n%-40s %14s %14s %12s %12s %8s\n", "plan", "estimator B", "search B", "estimator s", "search s", "diff");
@@ -83,7 +54,7 @@ TEST_CASE("consistency: estimator and search cost the same manual plans alike", 
     CHECK(p.hardware_flops == Approx(e.hardware_flops).epsilon(1e-9));
     CHECK(p.model_flops == Approx(e.model_flops).epsilon(1e-9));
     CHECK(p.parameters == Approx(e.parameters).epsilon(1e-12));
-    CHECK(std::fabs(diff) <= tolerance(s));
+    CHECK(std::fabs(diff) <= test::search_time_tolerance(s));
     if (!moe_dp) CHECK(diff >= -1e-9);
     if (s.plan.dp == 1 && std::fabs(diff) > worst) {
       worst = std::fabs(diff);
@@ -92,6 +63,6 @@ TEST_CASE("consistency: estimator and search cost the same manual plans alike", 
   }
   std::printf("largest difference without data parallelism %.3f%% (%s); tolerances %.1f%%, dp > 1 %.0f%%, ZeRO-3 %.0f%%, "
               "MoE %.0f%%\n",
-              100 * worst, worst_row.c_str(), 100 * kTolerance, 100 * kDataParallelTolerance, 100 * kZero3Tolerance,
-              100 * kMoeTolerance);
+              100 * worst, worst_row.c_str(), 100 * test::kSearchTolerance, 100 * test::kSearchDataParallelTolerance,
+              100 * test::kSearchZero3Tolerance, 100 * test::kSearchMoeTolerance);
 }
