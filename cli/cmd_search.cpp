@@ -98,11 +98,16 @@ nlohmann::json timings_json(const search::SearchTimings& t) {
 }
 
 void print_trace(std::ostream& os, const search::SearchTimings& t) {
-  for (const auto& r : t.ilps)
+  for (const auto& r : t.ilps) {
     os << fmt::format("ilp {} blocks, {} samples, submesh {}, mesh {}x{}, in flight {}: {} {:.4f} s, {} nodes {} leaders {} edges, "
-                      "{:.3f} s\n",
+                      "{:.3f} s",
                       r.blocks, r.samples, r.submesh.name(), r.d0, r.d1, r.inflight, r.feasible ? "feasible" : "infeasible",
                       r.latency, r.nodes, r.leaders, r.edges, r.seconds);
+    if (r.dp.lagrangian_upper > 0)
+      os << fmt::format("; lagrangian bounds {:.9g} .. {:.9g}, after mixing {:.9g}, {} Pareto points", r.dp.lagrangian_lower,
+                        r.dp.lagrangian_upper, r.dp.mixed_upper, r.dp.pareto_points);
+    os << '\n';
+  }
   for (const auto& r : t.micro_batch_rounds)
     os << fmt::format("micro-batches {}: {} {:.6g} s after {} refinements\n", r.micro_batches, r.outcome, r.iteration_time,
                       r.refinements);

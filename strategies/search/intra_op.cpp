@@ -255,11 +255,13 @@ IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options)
     res.temporary_memory = b.temporary;
     res.message = s.message;
     res.solved_by_cbc = s.solved_by == IlpSolver::cbc;
+    res.dp_stats = s.dp_stats;
     return res;
   }
   res = summarise(p, b, s.choice);
   res.status = s.status;
   res.solved_by_cbc = s.solved_by == IlpSolver::cbc;
+  res.dp_stats = s.dp_stats;
   for (const auto& st : b.strategies) {
     double w = INFINITY, a = INFINITY;
     for (const auto& x : st) w = std::min(w, weight_row(p, x)), a = std::min(a, x.kept);

@@ -124,6 +124,7 @@ struct IntraOpResult {
   std::map<std::string, int> kind_counts;  // strategy kind -> ops (sorted: deterministic)
   int ilp_nodes = 0, ilp_leaders = 0, ilp_edges = 0;
   bool solved_by_cbc = false;  // else the frontier DP (or no solve: nothing divides)
+  IlpResult::DpStats dp_stats;
 };
 
 // Builds the flat request (exposed for tests and tools).

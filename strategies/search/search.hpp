@@ -91,6 +91,7 @@ struct IlpTrace {
   Seconds latency = 0;
   int nodes = 0, leaders = 0, edges = 0;
   double seconds = 0;
+  IlpResult::DpStats dp;
 };
 // One micro-batch count's outcome in the Alpa-style search (SearchOptions::trace).
 struct MicroBatchTrace {

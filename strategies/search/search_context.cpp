@@ -100,7 +100,7 @@ const IntraOpResult& SearchContext::stage(const ModelGraph& g, const std::vector
   if ((r.feasible && r.status != IlpStatus::optimal) || r.status == IlpStatus::unknown) ++timings.unproven;
   if (o_.trace)
     timings.ilps.push_back({blocks.size(), g.micro_batch, sub, d0, d1, inflight, r.feasible, r.latency, r.ilp_nodes,
-                            r.ilp_leaders, r.ilp_edges, dt});
+                            r.ilp_leaders, r.ilp_edges, dt, r.dp_stats});
   auto pos = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.first > inflight; });
   return list.insert(pos, {inflight, std::move(r)})->second;
 }
