@@ -205,6 +205,7 @@ MemoryBreakdown IntraOpResult::memory(double inflight, const PrecisionRules& r) 
   }
   MemoryBreakdown m;
   m.weights = weights.weights;
+  // The ILP's rows (weight_memory) leave the gradients out when they come after the peak.
   m.gradients = weight_memory - weights.weights - weights.optimizer_states - weights.autocast_copy;
   m.optimizer_states = weights.optimizer_states;
   m.activations = inflight * activation_memory;
