@@ -6,12 +6,14 @@
 
 #include "cli/cmd_search.hpp"
 #include "cli/command.hpp"
-#include "cli/provenance.hpp"
+#include "runner/provenance.hpp"
 #include "cli/report.hpp"
-#include "cli/store.hpp"
+#include "runner/store.hpp"
 #include "strategies/estimator.hpp"
 
 namespace clustersim::cli {
+using runner::store_run;
+using runner::tool_json;
 namespace {
 
 struct RunOptions {

@@ -1,9 +1,11 @@
 // clustersim search FILE: the Alpa-style plan search (intra-op ILP solved exactly by the
-// frontier DP or CBC, inter-op DP, layer clustering) and the manual dp x tp x pp x schedule x ZeRO baseline under the
-// same cost model;
-// prints both, the speed-up, the time of each phase, and writes the plan file that
-// `clustersim run --plan` evaluates.
+// frontier DP or CBC, inter-op DP, layer clustering) and the manual dp x tp x pp x
+// schedule x ZeRO baseline under the same cost model; prints both, the speed-up, the
+// time of each phase, and writes the plan file that `clustersim run --plan` evaluates.
+// Every printed or stored result of a plan has `run --json`'s keys (the plan's
+// Prediction) plus the scenario, the tool and the plan.
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -12,12 +14,15 @@
 
 #include "cli/cmd_search.hpp"
 #include "cli/command.hpp"
-#include "cli/provenance.hpp"
-#include "cli/store.hpp"
+#include "runner/provenance.hpp"
+#include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
+#include "strategies/resolved_plan.hpp"
 #include "strategies/search/search.hpp"
 
 namespace clustersim::cli {
+using runner::store_run;
+using runner::tool_json;
 namespace {
 
 struct SearchCliOptions {
@@ -25,20 +30,19 @@ struct SearchCliOptions {
   std::string db;  // --db FILE: also store the searched plan's prediction there
   bool json = false;
   bool no_manual = false;
+  bool trace = false;
   int clusters = 8;
   std::vector<std::int64_t> micro_batches;
   double time_limit = search::SearchOptions::default_search_ilp().time_limit_s, gap = 0;
   std::string solver = "auto";
 };
 
-std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes * 1e-9); }
-
 std::string describe_blocks(const search::PlanStage& st, const std::vector<std::string>& names) {
   // Runs of equal names: "embedding, gpt-layer x12".
   std::string out;
-  for (int b = st.first_block; b <= st.last_block;) {
+  for (int b = st.first_block; b <= st.last_block && b < int(names.size());) {
     int e = b;
-    while (e + 1 <= st.last_block && names[std::size_t(e + 1)] == names[std::size_t(b)]) ++e;
+    while (e + 1 <= st.last_block && e + 1 < int(names.size()) && names[std::size_t(e + 1)] == names[std::size_t(b)]) ++e;
     if (!out.empty()) out += ", ";
     out += names[std::size_t(b)] + (e > b ? fmt::format(" x{}", e - b + 1) : "");
     b = e + 1;
@@ -52,19 +56,64 @@ std::string manual_knobs(const search::SearchPlan& p) {
                      p.zero > 0 ? fmt::format("ZeRO-{}", p.zero) : std::string("no ZeRO"));
 }
 
+std::vector<std::string> block_names(const Scenario& s) {
+  // From a one-sample graph (names do not depend on it).
+  const auto graph = build_model_graph(s.model, 1, 2);
+  std::vector<std::string> names;
+  for (const auto* part : {&graph.pre, &graph.layers, &graph.post})
+    for (int b : *part) names.push_back(graph.blocks[std::size_t(b)].name);
+  return names;
+}
+
 void print_plan(std::ostream& os, const search::SearchPlan& p, const std::vector<std::string>& names) {
-  os << fmt::format("  predicted iteration time {:.4f} s; {} micro-batches of {} samples; {} stage(s)\n", p.iteration_time,
-                    p.micro_batches, p.samples_per_micro_batch, p.stages.size());
+  const Prediction& e = p.prediction;
+  os << fmt::format("  predicted iteration time {:.4f} s (search objective {:.4f} s); {} micro-batches of {} samples; "
+                    "{} stage(s)\n",
+                    e.iteration_time, p.iteration_time, p.micro_batches, p.samples_per_micro_batch, p.stages.size());
+  os << fmt::format("  {:.0f} tokens/s, {:.1f} TFLOP/s per GPU hardware, MFU {:.1f}%; memory per GPU {} of {} usable{}\n",
+                    e.tokens_per_s, e.tflops_per_gpu, 100 * e.mfu, format_bytes(e.memory_per_gpu),
+                    format_bytes(e.memory_capacity), e.fits ? "" : ": DOES NOT FIT");
   for (std::size_t i = 0; i < p.stages.size(); ++i) {
     const auto& st = p.stages[i];
     os << fmt::format("  stage {}: blocks {}-{} ({}), submesh {}, logical mesh {}x{}, latency {:.3f} ms/micro-batch, "
                       "memory {} per GPU\n",
                       i, st.first_block, st.last_block, describe_blocks(st, names), st.submesh.name(), st.mesh0, st.mesh1,
-                      st.latency * 1e3, gb(st.memory));
+                      st.latency * 1e3, format_bytes(st.memory));
     std::string counts;
     for (const auto& [k, n] : st.kind_counts) counts += fmt::format("{}{} x{}", counts.empty() ? "" : ", ", k, n);
     os << "           strategies: " << counts << '\n';
   }
+}
+
+// A plan's result in `run --json`'s keys, with the scenario, the tool and the plan.
+nlohmann::json result_json(const Scenario& s, const search::SearchPlan& p, const std::vector<std::string>& names) {
+  nlohmann::json out = to_json(p.prediction);
+  out["scenario"] = to_json(s);
+  out["tool"] = tool_json("search");
+  out["plan"] = search::to_json(p, names);
+  return out;
+}
+
+nlohmann::json timings_json(const search::SearchTimings& t) {
+  return {{"clustering_s", t.clustering_s}, {"intra_op_s", t.intra_op_s}, {"inter_op_s", t.inter_op_s},
+          {"manual_s", t.manual_s}, {"total_s", t.total_s}, {"ilp_solves", t.ilp_solves}, {"cbc_solves", t.cbc_solves},
+          {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}, {"dp_refinement_rounds", t.dp_rounds}};
+}
+
+void print_trace(std::ostream& os, const search::SearchTimings& t) {
+  for (const auto& r : t.ilps) {
+    os << fmt::format("ilp {} blocks, {} samples, submesh {}, mesh {}x{}, in flight {}: {} {:.4f} s, {} nodes {} leaders {} edges, "
+                      "{:.3f} s",
+                      r.blocks, r.samples, r.submesh.name(), r.d0, r.d1, r.inflight, r.feasible ? "feasible" : "infeasible",
+                      r.latency, r.nodes, r.leaders, r.edges, r.seconds);
+    if (r.dp.lagrangian_upper > 0)
+      os << fmt::format("; lagrangian bounds {:.9g} .. {:.9g}, after mixing {:.9g}, {} Pareto points", r.dp.lagrangian_lower,
+                        r.dp.lagrangian_upper, r.dp.mixed_upper, r.dp.pareto_points);
+    os << '\n';
+  }
+  for (const auto& r : t.micro_batch_rounds)
+    os << fmt::format("micro-batches {}: {} {:.6g} s after {} refinements\n", r.micro_batches, r.outcome, r.iteration_time,
+                      r.refinements);
 }
 
 int run_search_command(const SearchCliOptions& o) {
@@ -76,7 +125,9 @@ int run_search_command(const SearchCliOptions& o) {
   so.ilp.relative_gap = o.gap;
   so.ilp.solver = o.solver == "cbc" ? search::IlpSolver::cbc : o.solver == "dp" ? search::IlpSolver::dp : search::IlpSolver::automatic;
   so.manual_baseline = !o.no_manual;
+  so.trace = o.trace || std::getenv("CLUSTERSIM_SEARCH_TRACE") != nullptr;
   const search::SearchReport rep = search::run_search(s, so);
+  if (so.trace) print_trace(std::cerr, rep.timings);
   const std::string out_file = o.output.empty() ? s.name + ".plan.json" : o.output;
   if (!rep.alpa.feasible) {
     std::cerr << o.file << ": no plan fits: every candidate stage exceeds the GPU memory\n";
@@ -84,34 +135,12 @@ int run_search_command(const SearchCliOptions& o) {
   }
   std::ofstream(out_file) << search::to_json(rep.alpa, rep.block_names).dump(2) << '\n';
   const auto& t = rep.timings;
-  if (!o.db.empty()) {
-    // The stored run is the searched plan's prediction, in run --json's key names, with
-    // the whole search report beside it.
-    double memory = 0;
-    for (const auto& st : rep.alpa.stages) memory = std::max(memory, st.memory);
-    const double samples_per_s = double(s.training.global_batch) / rep.alpa.iteration_time;
-    const double tokens = s.model.family == ModelFamily::wresnet ? 1.0 : double(s.model.seq_len);
-    nlohmann::json result{{"iteration_time_s", rep.alpa.iteration_time},
-                          {"samples_per_s", samples_per_s},
-                          {"tokens_per_s", samples_per_s * tokens},
-                          {"memory_per_gpu_bytes", memory},
-                          {"fits", true},
-                          {"plan", search::to_json(rep.alpa, rep.block_names)},
-                          {"search", {{"speedup_over_manual", rep.speedup()}, {"total_s", t.total_s},
-                                      {"unproven_ilps", t.unproven}}}};
-    if (rep.manual.feasible) result["search"]["manual"] = search::to_json(rep.manual, rep.block_names);
-    result["tool"] = tool_json("search");
-    std::cerr << "stored run " << store_run(o.db, s, result, "search") << " in " << o.db << '\n';
-  }
+  nlohmann::json result = result_json(s, rep.alpa, rep.block_names);
+  result["search"] = {{"speedup_over_manual", rep.speedup()}, {"timings", timings_json(t)}, {"plan_file", out_file}};
+  if (rep.manual.feasible) result["search"]["manual"] = result_json(s, rep.manual, rep.block_names);
+  if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, result, "search") << " in " << o.db << '\n';
   if (o.json) {
-    nlohmann::json j{{"scenario", s.name}, {"alpa", search::to_json(rep.alpa, rep.block_names)}};
-    if (rep.manual.feasible) j["manual"] = search::to_json(rep.manual, rep.block_names);
-    j["speedup"] = rep.speedup();
-    j["timings"] = {{"clustering_s", t.clustering_s}, {"intra_op_s", t.intra_op_s}, {"inter_op_s", t.inter_op_s},
-                    {"manual_s", t.manual_s}, {"total_s", t.total_s}, {"ilp_solves", t.ilp_solves}, {"cbc_solves", t.cbc_solves},
-                    {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}, {"dp_refinement_rounds", t.dp_rounds}};
-    j["plan_file"] = out_file;
-    std::cout << j.dump(2) << '\n';
+    std::cout << result.dump(2) << '\n';
     return 0;
   }
   std::cout << fmt::format("search: {} ({} GPUs: {} nodes x {})\n", s.name, s.cluster.total_gpus(), s.cluster.nodes,
@@ -138,17 +167,30 @@ int run_search_command(const SearchCliOptions& o) {
   return 0;
 }
 
+// Prints one plan's result: `run --json`'s keys, or the plan and its prediction.
+int print_result(const Scenario& s, const search::SearchPlan& p, const std::string& title, bool json) {
+  const std::vector<std::string> names = block_names(s);
+  if (json) {
+    std::cout << result_json(s, p, names).dump(2) << '\n';
+    return 0;
+  }
+  std::cout << title << ":\n";
+  print_plan(std::cout, p, names);
+  return 0;
+}
+
 const Registration search_command{
     "search", "find a parallel plan (Alpa-style ILP + DP) and compare it with the best manual plan",
     [](CLI::App& sub) -> Runner {
       auto o = std::make_shared<SearchCliOptions>();
       sub.add_option("FILE", o->file, "scenario file (JSON)")->required();
       sub.add_option("-o,--output", o->output, "plan file to write (default: <scenario name>.plan.json)");
-      sub.add_flag("--json", o->json, "print machine-readable JSON");
+      sub.add_flag("--json", o->json, "print machine-readable JSON (run --json's keys for the Alpa-style plan)");
       sub.add_option("--db", o->db, "also store the searched plan's prediction in this results database");
       sub.add_flag("--no-manual", o->no_manual, "skip the manual baseline");
+      sub.add_flag("--trace", o->trace, "print every ILP solve and micro-batch count to stderr (also CLUSTERSIM_SEARCH_TRACE)");
       sub.add_option("--clusters", o->clusters, "layers after clustering (Alpa's L)")->check(CLI::Range(1, 1 << 20));
-      sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 4 to the global batch)");
+      sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 1 to the global batch)");
       sub.add_option("--time-limit", o->time_limit, "ILP time limit per CBC solve, seconds");
       sub.add_option("--gap", o->gap, "ILP relative optimality gap (0: exact; CBC only)");
       sub.add_option("--solver", o->solver, "intra-op solver: auto (the frontier DP, CBC where it cannot), dp or cbc")
@@ -161,50 +203,22 @@ const Registration search_command{
 int run_plan_file(const Scenario& s, const std::string& plan_file, bool json) {
   const search::SearchPlan recorded = search::plan_from_json(read_json_file(plan_file), plan_file);
   const search::SearchPlan p = search::evaluate_plan(s, recorded, plan_file);
-  std::vector<std::string> names;
-  // Block names for the printout, from a one-sample graph (names do not depend on it).
-  const auto graph = build_model_graph(s.model, 1, 2);
-  for (int b : graph.pre) names.push_back(graph.blocks[std::size_t(b)].name);
-  for (int b : graph.layers) names.push_back(graph.blocks[std::size_t(b)].name);
-  for (int b : graph.post) names.push_back(graph.blocks[std::size_t(b)].name);
-  if (json) {
-    nlohmann::json j = search::to_json(p, names);
-    j["fits"] = p.feasible;
-    j["scenario"] = s.name;
-    std::cout << j.dump(2) << '\n';
-    return 0;
-  }
-  std::cout << fmt::format("{} with plan {} ({}):\n", s.name, plan_file,
-                           p.method == "manual" ? "manual: " + manual_knobs(p) : p.method);
-  print_plan(std::cout, p, names);
-  if (!p.feasible) std::cout << "warning: a stage needs more memory than the GPU has\n";
-  return 0;
+  return print_result(
+      s, p, fmt::format("{} with plan {} ({})", s.name, plan_file, p.method == "manual" ? "manual: " + manual_knobs(p) : p.method),
+      json);
 }
 
 int run_searched_plan(const Scenario& s, bool json) {
-  if (!s.plan.file.empty()) {
-    std::filesystem::path f = s.plan.file;
-    if (f.is_relative() && !s.source.empty() && s.source[0] != '<') f = std::filesystem::path(s.source).parent_path() / f;
-    return run_plan_file(s, f.string(), json);
-  }
-  search::SearchOptions so;
-  so.manual_baseline = s.plan.search == "manual";
-  const search::SearchReport rep = search::run_search(s, so);
-  const search::SearchPlan& p = s.plan.search == "manual" ? rep.manual : rep.alpa;
-  if (!p.feasible) {
-    std::cerr << s.source << ": /plan/search: no " << s.plan.search << " plan fits in GPU memory\n";
-    return 1;
-  }
-  if (json) {
-    nlohmann::json j = search::to_json(p, rep.block_names);
-    j["scenario"] = s.name;
-    std::cout << j.dump(2) << '\n';
-    return 0;
-  }
-  std::cout << fmt::format("{} with the {} plan search{}:\n", s.name, s.plan.search,
-                           s.plan.search == "manual" ? " (" + manual_knobs(p) + ")" : std::string());
-  print_plan(std::cout, p, rep.block_names);
-  return 0;
+  // One resolution for run, simulate and sweep: a missing plan file or no fitting plan is
+  // an error naming /plan/file or /plan/search; manual knobs are estimated as `run` does.
+  const ResolvedPlan r = resolve_plan(s);
+  search::SearchPlan p = *r.searched;
+  p.prediction = predict_resolved(r);
+  const std::string how = p.method == "manual" ? "manual: " + manual_knobs(p) : p.method;
+  return print_result(s, p,
+                      r.plan_file.empty() ? fmt::format("{} with the {} plan search ({})", s.name, s.plan.search, how)
+                                          : fmt::format("{} with plan {} ({})", s.name, r.plan_file, how),
+                      json);
 }
 
 }  // namespace clustersim::cli

@@ -6,13 +6,15 @@
 #include <memory>
 
 #include "cli/command.hpp"
-#include "cli/provenance.hpp"
-#include "cli/store.hpp"
+#include "runner/provenance.hpp"
+#include "runner/store.hpp"
 #include "sim/simgrid_info.hpp"
 #include "sim/simulate.hpp"
 
 
 namespace clustersim::cli {
+using runner::store_run;
+using runner::tool_json;
 namespace {
 
 struct SimulateOptions {

@@ -5,50 +5,79 @@
 namespace clustersim {
 namespace {
 using i64 = std::int64_t;
-bool tp_sharded(Split s) { return s == Split::column || s == Split::row || s == Split::heads; }
+// `n` split `ways` ways, at least 1 (shapes that do not divide round down).
+i64 split(i64 n, i64 ways) { return ways > 1 ? std::max<i64>(1, n / ways) : n; }
 }  // namespace
 
-OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km) {
-  const i64 t = ctx.tp;
-  const bool sp = ctx.sequence_parallel && t > 1;
-  const double shard = tp_sharded(op.split) ? double(t) : (op.split == Split::seq && sp ? double(t) : 1.0);
-  OpTiming r;
+OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dtype) {
+  OpWork r;
+  const double ways = double(s.ways());
   switch (op.kind) {
     case OpKind::matmul: {
-      i64 b = op.batch, m = op.m, n = op.n, k = op.k;
-      if (op.split == Split::column) n = std::max<i64>(1, n / t);
-      if (op.split == Split::row) k = std::max<i64>(1, k / t);
-      if (op.split == Split::heads) b = std::max<i64>(1, b / t);
-      if (op.expert && ctx.ep > 1) {
-        // Each GPU holds experts/ep experts and receives their tokens from ep ranks.
-        b = std::max<i64>(1, b / ctx.ep);
-        m *= ctx.ep;
+      i64 b = split(op.batch, s.batch), m = split(op.m, s.rows);
+      const i64 n = split(op.n, s.cols), k = split(op.k, s.contract);
+      if (op.expert && s.expert_parallel > 1) {
+        b = split(b, s.expert_parallel);
+        m *= s.expert_parallel;
       }
-      r.forward = km.gemm(b, m, n, k, ctx.dtype);
+      r.forward = km.gemm(b, m, n, k, dtype);
       // Backward: the gradient of each operand is one GEMM (dgrad, wgrad).
-      r.backward = km.gemm(b, m, k, n, ctx.dtype) + km.gemm(b, k, n, m, ctx.dtype);
+      r.backward = km.gemm(b, m, k, n, dtype) + km.gemm(b, k, n, m, dtype);
       r.forward_flops = 2.0 * double(b) * m * n * k;
+      const i64 saved_ways = s.rows * s.contract * s.batch * (op.split == Split::column ? s.cols : 1);
+      r.saved = op.saved_bytes / double(saved_ways);
       break;
     }
     case OpKind::attention: {
-      const i64 b = std::max<i64>(1, op.batch / t);
-      r.forward = km.attention_forward(b, op.m, op.n, op.k, op.causal, op.fwd_bytes / t, ctx.dtype);
-      r.backward = km.attention_backward(b, op.m, op.n, op.k, op.causal, op.bwd_bytes / t, ctx.dtype);
+      const i64 b = split(op.batch, s.ways());
+      r.forward = km.attention_forward(b, op.m, op.n, op.k, op.causal, op.fwd_bytes / ways, dtype);
+      r.backward = km.attention_backward(b, op.m, op.n, op.k, op.causal, op.bwd_bytes / ways, dtype);
       r.forward_flops = 4.0 * double(b) * op.m * op.n * op.k;
       break;
     }
     case OpKind::memory:
       if (op.kernels > 0) {
-        if (op.fwd_bytes > 0) r.forward = km.memory(op.fwd_bytes / shard, op.kernels, op.memory_kind);
-        if (op.bwd_bytes > 0) r.backward = km.memory(op.bwd_bytes / shard, 2 * op.kernels, op.memory_kind);
+        if (op.fwd_bytes > 0) r.forward = km.memory(op.fwd_bytes / ways, op.kernels, op.memory_kind);
+        if (op.bwd_bytes > 0) r.backward = km.memory(op.bwd_bytes / ways, 2 * op.kernels, op.memory_kind);
       }
       break;
-    case OpKind::embedding:
-      // A vocab-parallel lookup writes the full output on every rank (zeros where the
-      // row lives elsewhere), so its traffic does not shrink with tp.
-      r.forward = km.memory(op.fwd_bytes, 1);
-      r.backward = km.memory(op.bwd_bytes, 1);
+    case OpKind::embedding: {
+      const double traffic = double(s.rows * s.cols * s.batch);
+      r.forward = km.memory(op.fwd_bytes / traffic, 1, op.memory_kind);
+      r.backward = km.memory(op.bwd_bytes / traffic, 1, op.memory_kind);
       break;
+    }
+    case OpKind::tp_enter:
+    case OpKind::tp_exit:
+    case OpKind::all_to_all: break;  // communication only: its collective is the plan's
+  }
+  if (op.kind != OpKind::matmul) r.saved = op.saved_bytes / ways;
+  r.params = op.params / double(s.cols * s.contract * (op.expert ? s.batch * s.expert_parallel : 1));
+  return r;
+}
+
+OpShards megatron_shards(const Op& op, const ShardingContext& ctx) {
+  OpShards s;
+  const i64 t = ctx.tp;
+  switch (op.split) {
+    case Split::column: (op.kind == OpKind::embedding ? s.contract : s.cols) = t; break;
+    case Split::row: s.contract = t; break;
+    case Split::heads: s.batch = t; break;
+    case Split::seq:
+      if (ctx.sequence_parallel && t > 1) s.rows = t;
+      break;
+    case Split::none: break;
+  }
+  if (op.expert) s.expert_parallel = ctx.ep;
+  return s;
+}
+
+OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km) {
+  const i64 t = ctx.tp;
+  const bool sp = ctx.sequence_parallel && t > 1;
+  OpTiming r;
+  static_cast<OpWork&>(r) = op_work(op, megatron_shards(op, ctx), km, ctx.dtype);
+  switch (op.kind) {
     case OpKind::tp_enter:  // Megatron's f: identity forward, all-reduce backward
       if (t > 1) {
         if (sp) r.forward_comm = {Collective::all_gather, op.comm_bytes, CommGroup::tp};
@@ -67,12 +96,8 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
         r.backward_comm = r.forward_comm;
       }
       break;
+    default: break;
   }
-  r.saved = op.saved_bytes / shard;
-  double param_shard = 1;
-  if (op.split == Split::column || op.split == Split::row) param_shard *= double(t);
-  if (op.expert) param_shard *= double(ctx.ep);
-  r.params = op.params / param_shard;
   return r;
 }
 

@@ -1,9 +1,10 @@
-// One op of the logical graph as it runs on one GPU under a Megatron-style manual plan
-// (tensor, sequence and expert parallelism): its compute time forward and backward,
-// the collectives it triggers, the activations it keeps and the parameters it holds.
-// The analytical estimator sums these, the simulator replays them as activities, and the
-// search's Megatron space costs its strategies with them. Plan-level rules (what a plan
-// does with these per-op costs) are in rules.hpp.
+// One op of the logical graph as it runs on one GPU: its compute time forward and
+// backward, the activations it keeps and the parameters it holds, under a general
+// sharding (how many ways its rows, columns, contraction and batch are split), and,
+// for a Megatron-style manual plan (tensor, sequence and expert parallelism), the
+// collectives it triggers. The analytical estimator sums these, the simulator replays
+// them as activities, and the search costs every sharding strategy it enumerates with
+// op_work(). Plan-level rules (what a plan does with these per-op costs) are in rules.hpp.
 #pragma once
 #include <cstdint>
 
@@ -13,6 +14,38 @@
 
 namespace clustersim {
 
+// How many ways each dimension of an op is split over the GPUs that run it (1: whole).
+//  matmul C[batch,m,n] = A[batch,m,k] B[batch,k,n]: rows split m, cols n, contract k,
+//    batch the batch (samples x heads of attention scores, or experts);
+//  attention and memory-bound ops: the op's work and bytes are split rows x cols x
+//    contract x batch ways (samples, heads or features: which dimension does not matter);
+//  embedding: rows, cols and batch split the lookup's traffic; contract splits the
+//    vocabulary, which shards the table but not the traffic (a vocab-parallel lookup
+//    writes the whole output on every rank, zeros where the row lives elsewhere).
+struct OpShards {
+  std::int64_t rows = 1, cols = 1, contract = 1, batch = 1;
+  // Expert ops under expert parallelism: each GPU holds experts / expert_parallel of the
+  // experts and runs them on the tokens of expert_parallel ranks (batch / ep, m x ep).
+  std::int64_t expert_parallel = 1;
+  std::int64_t ways() const { return rows * cols * contract * batch; }
+};
+
+// The work of one op on one GPU.
+struct OpWork {
+  Seconds forward = 0, backward = 0;  // compute
+  double forward_flops = 0;           // backward is 2x
+  // Activations kept for backward: split as the op's work is (for a matmul, its input:
+  // rows x contract x batch, and the columns too for a column-parallel op, whose saved
+  // tensor Megatron shards like its output).
+  Bytes saved = 0;
+  double params = 0;  // parameters held: a matmul's weight is split by cols x contract
+                      // (x the batch and expert parallelism of an expert op)
+};
+OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dtype);
+
+// ---------------------------------------------------------------------------------------
+// Megatron-style manual plans.
+// ---------------------------------------------------------------------------------------
 enum class CommGroup { none, tp, ep };
 
 struct CommStep {
@@ -28,12 +61,13 @@ struct ShardingContext {
   DType dtype = DType::bf16;
 };
 
-struct OpTiming {
-  Seconds forward = 0, backward = 0;    // compute on this GPU
-  double forward_flops = 0;             // on this GPU; backward is 2x
+// The shards of an op under Megatron's split (graph.hpp Split) at tensor-parallel degree
+// tp: column -> cols (an embedding's vocabulary -> contract), row -> contract, heads ->
+// batch, seq -> rows under sequence parallelism; expert ops over ep.
+OpShards megatron_shards(const Op& op, const ShardingContext& ctx);
+
+struct OpTiming : OpWork {
   CommStep forward_comm, backward_comm;  // at most one collective each way
-  Bytes saved = 0;                      // activations this GPU keeps for backward
-  double params = 0;                    // parameters on this GPU
 };
 
 OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km);

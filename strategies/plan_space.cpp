@@ -13,6 +13,19 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
   low.insert(low.end(), high.rbegin(), high.rend());
   return low;
 }
+
+// Micro-batch sizes per replica of `dp`, ascending.
+std::vector<std::int64_t> micro_batch_sizes(const Scenario& base, const PlanSpaceOptions& options, std::int64_t dp) {
+  const std::int64_t per_replica = base.training.global_batch / dp;
+  if (!options.micro_batch_counts.empty()) {
+    std::vector<std::int64_t> out;
+    for (std::int64_t b : divisors(per_replica))
+      for (std::int64_t count : options.micro_batch_counts)
+        if (count >= 1 && b * count == per_replica) out.push_back(b);
+    return out;
+  }
+  return options.vary_micro_batch ? divisors(per_replica) : std::vector<std::int64_t>{base.training.micro_batch};
+}
 }  // namespace
 
 std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOptions& options) {
@@ -23,32 +36,40 @@ std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOpti
     for (std::int64_t pp : divisors(gpus / tp)) {
       const std::int64_t dp = gpus / (tp * pp);
       if (base.training.global_batch % dp != 0) continue;
-      std::vector<std::int64_t> micro = options.vary_micro_batch ? divisors(base.training.global_batch / dp)
-                                                                 : std::vector<std::int64_t>{base.training.micro_batch};
       // Schedules as (schedule, virtual stages).
       std::vector<std::pair<Schedule, std::int64_t>> schedules;
       if (pp == 1 || !options.vary_schedule) {
         schedules.push_back({pp == 1 ? Schedule::one_f_one_b : base.plan.schedule, pp == 1 ? 1 : base.plan.virtual_stages});
       } else {
-        schedules.push_back({Schedule::gpipe, 1});
-        schedules.push_back({Schedule::one_f_one_b, 1});
-        if (base.model.family != ModelFamily::wresnet && base.model.layers % pp == 0)
-          for (std::int64_t v : divisors(base.model.layers / pp))
-            if (v >= 2) schedules.push_back({Schedule::interleaved, v});
+        const std::vector<Schedule> order = options.schedules.empty()
+                                                ? std::vector<Schedule>{Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}
+                                                : options.schedules;
+        for (Schedule sc : order) {
+          if (sc != Schedule::interleaved) {
+            schedules.push_back({sc, 1});
+          } else if (base.model.family != ModelFamily::wresnet && base.model.layers % pp == 0) {
+            for (std::int64_t v : divisors(base.model.layers / pp))
+              if (v >= 2) schedules.push_back({Schedule::interleaved, v});
+          }
+        }
       }
-      for (std::int64_t b : micro) {
+      const int max_zero = options.vary_zero && dp > 1 ? 3 : 0;
+      for (std::int64_t b : micro_batch_sizes(base, options, dp)) {
         for (const auto& [schedule, v] : schedules) {
-          s.plan = base.plan;
-          s.plan.dp = dp;
-          s.plan.tp = tp;
-          s.plan.pp = pp;
-          s.plan.schedule = schedule;
-          s.plan.virtual_stages = v;
-          if (s.plan.ep > 1 && dp % s.plan.ep != 0) continue;
-          s.training.micro_batch = b;
-          Diagnostics diag(base.source);
-          check_consistency(s, diag);
-          if (diag.ok()) out.push_back({s.plan, b});
+          for (int zero = 0; zero <= max_zero; ++zero) {
+            s.plan = base.plan;
+            s.plan.dp = dp;
+            s.plan.tp = tp;
+            s.plan.pp = pp;
+            s.plan.schedule = schedule;
+            s.plan.virtual_stages = v;
+            if (options.vary_zero) s.plan.zero = zero;
+            if (s.plan.ep > 1 && dp % s.plan.ep != 0) continue;
+            s.training.micro_batch = b;
+            Diagnostics diag(base.source);
+            check_consistency(s, diag);
+            if (diag.ok()) out.push_back({s.plan, b});
+          }
         }
       }
     }

@@ -67,11 +67,11 @@ ResolvedPlan resolve_plan(const Scenario& s) {
   return r;
 }
 
-Prediction predict_scenario(const Scenario& s) {
-  const ResolvedPlan r = resolve_plan(s);
+Prediction predict_resolved(const ResolvedPlan& r) {
   if (r.manual) return make_estimator(*r.manual).estimate(r.manual->plan);
-  throw InputError(s.source, s.plan.file.empty() ? "/plan/search" : "/plan/file",
-                   "an Alpa-style plan (per-op shardings) has no analytical Prediction yet; use `clustersim run`");
+  return r.searched->prediction;
 }
+
+Prediction predict_scenario(const Scenario& s) { return predict_resolved(resolve_plan(s)); }
 
 }  // namespace clustersim

@@ -29,7 +29,9 @@ struct ResolvedPlan {
 ResolvedPlan resolve_plan(const Scenario& s);
 
 // The analytical prediction of a scenario whatever names its plan: the estimator for
-// manual knobs (given or found), the search's evaluation for an Alpa-style plan.
+// manual knobs (given, found by the search or read from a plan file), the search's
+// evaluation of an Alpa-style plan (per-op shardings the estimator cannot express).
+Prediction predict_resolved(const ResolvedPlan& r);
 Prediction predict_scenario(const Scenario& s);
 
 // The path of a scenario's {"file": ...} plan: relative paths start at the scenario's folder.

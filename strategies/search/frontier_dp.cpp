@@ -28,15 +28,13 @@
 //      lambda) exceeds a cut: first 1/8 and 1/2 of the way from the lower to the upper
 //      bound (a solution found at or below the cut is optimal), then the upper bound.
 // Everything is deterministic: ties go to the earliest generated candidate, and the
-// generation order depends on the request only. CLUSTERSIM_DP_TRACE=1 prints the bounds
-// (tests/core/test_frontier_dp.cpp reads those lines).
+// generation order depends on the request only. IlpResult::dp_stats returns the bounds
+// (tests/core/test_frontier_dp.cpp reads them; `clustersim search --trace` prints them).
 #include "strategies/search/frontier_dp.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <fmt/format.h>
 
 namespace clustersim::search {
@@ -381,7 +379,7 @@ struct Back {  // what backtracking needs of a point of an earlier layer
 // cut has a little slack against rounding); empty when none survives, nullopt when the
 // stored points exceed the limit. Only back-pointers of earlier layers are kept.
 std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vector<const CostToGo*>& bounds, double cut,
-                                               double budget, const FrontierDpLimits& lim) {
+                                               double budget, const FrontierDpLimits& lim, std::size_t& stored_total) {
   std::vector<std::vector<Back>> backs;
   std::vector<std::uint32_t> begin{0}, end{1};  // per state of the current layer
   std::vector<Pt> pts{Pt{}};
@@ -431,7 +429,7 @@ std::optional<std::vector<StrategyIdx>> pareto(const Prepared& p, const std::vec
     }
     pts = std::move(next);
     stored += pts.size();
-    if (t % 20 == 0 && std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "pareto node %d: %zu points, %zu stored\n", t, pts.size(), stored);
+    stored_total += pts.size();
     if (stored > lim.max_points) return std::nullopt;
   }
   if (pts.empty()) return std::vector<StrategyIdx>{};
@@ -584,7 +582,8 @@ std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDp
   }
   if (incumbent.empty()) return std::nullopt;  // cannot happen when the least memory fits
   if (upper - lower <= std::abs(upper) * 1e-9) return done(std::move(incumbent));
-  if (std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "lagrangian gap: lower %.9g upper %.9g\n", lower, upper);
+  res.dp_stats.lagrangian_lower = lower;
+  res.dp_stats.lagrangian_upper = upper;
 
   // A tighter incumbent first. The Lagrangian solutions switch identical layers all at
   // once, while the optimum often mixes them: for every ordered pair (a, b) of them and
@@ -592,14 +591,14 @@ std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDp
   for (std::size_t ia = 0; ia < seen.size(); ++ia)
     for (std::size_t ib = 0; ib < seen.size(); ++ib)
       if (ia != ib) mix(r, p, seen[ia], seen[ib], upper, incumbent);
-  if (std::getenv("CLUSTERSIM_DP_TRACE")) std::fprintf(stderr, "after mixing: upper %.9g\n", upper);
+  res.dp_stats.mixed_upper = upper;
   if (upper - lower <= std::abs(upper) * 1e-9) return done(std::move(incumbent));
   // The exact pass, first with optimistic cuts between the lower and the upper bound:
   // fewer partial solutions survive a lower cut, and a solution found at or below the
   // cut is optimal (every solution that cheap survives). Otherwise raise the cut.
   for (double f : {0.125, 0.5, 1.0}) {
     const double cut = f < 1 ? lower + f * (upper - lower) : upper;
-    const auto better = pareto(p, {&free, &best_bound}, cut, p.budget, limits);
+    const auto better = pareto(p, {&free, &best_bound}, cut, p.budget, limits, res.dp_stats.pareto_points);
     if (!better) return std::nullopt;
     if (better->empty()) continue;
     double peak = 0;

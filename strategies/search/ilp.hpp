@@ -73,6 +73,13 @@ struct IlpResult {
   double min_feasible_memory = 0;
   std::string message;                  // why infeasible, in words
   IlpSolver solved_by = IlpSolver::cbc; // dp or cbc
+  // The frontier DP's work on a memory-constrained request (0 when it did not get there):
+  // the Lagrangian bounds, the upper bound after mixing layer configurations, and the
+  // Pareto points its exact passes stored.
+  struct DpStats {
+    double lagrangian_lower = 0, lagrangian_upper = 0, mixed_upper = 0;
+    std::size_t pareto_points = 0;
+  } dp_stats;
 };
 
 // Checks the request's shape (counts, matrix sizes, indices, followers) and throws

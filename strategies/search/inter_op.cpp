@@ -2,6 +2,8 @@
 // strategies/search/README.md for the equations.
 #include "strategies/search/inter_op.hpp"
 
+#include "strategies/rules.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -23,12 +25,10 @@ std::vector<Submesh> submesh_shapes(std::int64_t hosts, std::int64_t gpus_per_ho
 }
 
 Seconds pipeline_latency(const std::vector<StageChoice>& stages, std::int64_t micro_batches) {
-  Seconds sum = 0, mx = 0;
-  for (const auto& s : stages) {
-    sum += s.latency;
-    mx = std::max(mx, s.latency);
-  }
-  return sum + double(micro_batches - 1) * mx;
+  std::vector<Seconds> latencies;
+  latencies.reserve(stages.size());
+  for (const auto& s : stages) latencies.push_back(s.latency);
+  return pipeline_makespan(latencies, micro_batches, 1);
 }
 
 InterOpResult solve_inter_op(const InterOpProblem& p, const StageLatency& latency) {

@@ -48,7 +48,8 @@ struct InterOpResult {
   int t_max_tried = 0, t_max_candidates = 0;
 };
 
-// Eq. 2: sum of stage latencies + (B - 1) x the slowest.
+// Eq. 2: sum of stage latencies + (B - 1) x the slowest (rules::pipeline_makespan of a
+// plain pipeline).
 Seconds pipeline_latency(const std::vector<StageChoice>& stages, std::int64_t micro_batches);
 
 InterOpResult solve_inter_op(const InterOpProblem& p, const StageLatency& latency);

@@ -1,7 +1,8 @@
 // The intra-op pass: lowers a range of blocks of the logical training graph onto a 2-D
-// logical device mesh, enumerates every op's sharding strategies with their costs from
-// costmodel/ (sharded compute time, per-axis collectives, resharding on edges, memory),
-// hands the flat request to the ILP and reads back one strategy per op.
+// logical device mesh (lowering.hpp), enumerates every op's sharding strategies with
+// their costs (strategy_space.hpp: op_timing for the work, rules.hpp for the weight
+// update and activations, collective times per mesh axis), hands the flat request to
+// the ILP and reads back one strategy per op with the stage's time and memory.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/graph.hpp"
 #include "costmodel/precision.hpp"
+#include "strategies/prediction.hpp"
+#include "strategies/rules.hpp"
 #include "strategies/search/ilp.hpp"
 
 namespace clustersim::search {
@@ -31,6 +34,9 @@ struct LogicalMesh {
   std::int64_t devices() const { return axes[0].size * axes[1].size; }
   std::string name() const;  // "2x4"
 };
+// Whether d0 x d1 tiles a hosts x gpus submesh with axis 1 inside a host.
+bool tiles(std::int64_t hosts, std::int64_t gpus, std::int64_t d0, std::int64_t d1);
+// Throws std::invalid_argument unless tiles(hosts, gpus, d0, d1).
 LogicalMesh make_logical_mesh(const ClusterModel& c, std::int64_t hosts, std::int64_t gpus, std::int64_t d0, std::int64_t d1);
 
 // Which strategies an op may take. An op with parameters whose weight is replicated
@@ -50,34 +56,75 @@ struct IntraOpProblem {
   std::vector<int> blocks;       // indices into graph->blocks, in execution order
   LogicalMesh mesh;
   std::int64_t micro_batches = 1;  // per iteration: gradient sync and optimizer step are amortised over them
-  double inflight = 1;             // micro-batches whose activations are live at the peak (1F1B)
+  double inflight = 1;             // micro-batches whose activations are live at the peak
   double memory_budget = 0;        // bytes per device
   std::int64_t heads = 1, experts = 1;  // quanta for splitting attention heads / expert batches
   StrategySpace space = StrategySpace::full;
   // ZeRO level (0-3) of every op with parameters and data axes; StrategySpace::megatron
-  // only (the full space offers every useful level).
+  // only (the full space offers every useful level). Out of range: std::invalid_argument.
   int zero = 0;
+  Recompute recompute = Recompute::none;  // the scenario's; applies to the repeated layers
 };
 
 struct OpDecision {
   std::string op, strategy, kind;  // "fc1", "RS1 = RR x RS1", "column"
 };
 
+// Seconds of a stage's chosen strategies on one device.
+struct StageCosts {
+  Seconds forward = 0, backward = 0, recompute = 0;  // compute, per micro-batch
+  Seconds comm = 0;          // intra-op collectives and resharding, per micro-batch
+  Seconds ep_comm = 0;       // expert all-to-all, per micro-batch
+  Seconds zero3_gather = 0;  // ZeRO-3 weight gathers not hidden behind compute, per micro-batch
+  Seconds dp_sync = 0;       // per iteration: gradient reduction, ZeRO-1/2 weight gather,
+                             // tied-embedding gradient all-reduce
+  Seconds optimizer = 0;     // per iteration
+  Seconds per_micro_batch() const { return forward + backward + recompute + comm + ep_comm + zero3_gather; }
+  Seconds per_iteration() const { return dp_sync + optimizer; }
+  // What the search minimises per micro-batch (Alpa's stage latency): the per-iteration
+  // work amortised over the B micro-batches.
+  Seconds amortised(std::int64_t micro_batches) const {
+    return per_micro_batch() + per_iteration() / double(micro_batches);
+  }
+  StageCosts& operator+=(const StageCosts& o);
+};
+
 struct IntraOpResult {
-  bool feasible = false;
+  bool feasible = false;  // a choice exists and fits the budget with `inflight` micro-batches
   IlpStatus status = IlpStatus::infeasible;
-  Seconds latency = 0;          // per micro-batch on one device: compute + communication + amortised sync
-  Bytes weight_memory = 0;      // parameters, gradients, optimizer states per device
-  Bytes activation_memory = 0;  // saved activations of one micro-batch per device
+  Seconds latency = 0;    // costs.amortised(B)
+  StageCosts costs;
+  // Memory per device. The ILP's rows: the ops' weight memory (rules::weight_memory at
+  // each op's ZeRO level, the autocast copy included) and kept activations of one
+  // micro-batch (rules::kept_activations per op for the recompute mode).
+  WeightMemory weights;
+  Bytes weight_memory = 0;      // weights.total()
+  Bytes activation_memory = 0;  // kept activations of one micro-batch
+  // Full space: a lower bound of the stage's temporary memory (rules::kept_activations'
+  // working memory of the largest block over each op's least-activation strategy, the
+  // ZeRO-3 gathered weights not counted), added to every ILP's memory row. Exact for the
+  // chosen strategies when they are the least-activation ones and none takes ZeRO-3.
+  Bytes temporary_memory = 0;
+  // Megatron space: what rules::stage_memory takes (in_flight set per use): the exact
+  // memory of the manual plan's stage.
+  bool exact_memory = false;
+  StageMemoryInputs stage_inputs;
+  // The memory of the stage with `inflight` micro-batches in flight: stage_memory() in
+  // the Megatron space, else the ILP's rows plus temporary_memory.
+  MemoryBreakdown memory(double inflight, const PrecisionRules& r) const;
   Bytes min_memory = 0;         // when infeasible: the smallest budget that fits
   // Lower bounds of the weight and activation memory of any choice (each op's least,
-  // summed): no choice fits in less than least_weight_memory + s x least_activation_memory.
+  // summed): no choice fits in less than least_weight_memory + s x least_activation_memory
+  // + temporary_memory.
   Bytes least_weight_memory = 0, least_activation_memory = 0;
+  double params = 0;            // parameters held per device (before ZeRO)
+  double hardware_flops = 0;    // per micro-batch on one device (recompute counted)
   std::string message;
   std::vector<OpDecision> decisions;
   std::map<std::string, int> kind_counts;  // strategy kind -> ops (sorted: deterministic)
   int ilp_nodes = 0, ilp_leaders = 0, ilp_edges = 0;
   bool solved_by_cbc = false;  // else the frontier DP (or no solve: nothing divides)
+  IlpResult::DpStats dp_stats;
 };
 
 // Builds the flat request (exposed for tests and tools).

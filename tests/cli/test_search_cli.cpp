@@ -105,3 +105,48 @@ TEST_CASE("search finds the same plan with the frontier DP and with CBC", "[cli]
   const auto bad = run_binary("search " + scenario.string() + " --solver simplex");
   CHECK(bad.code == 2);
 }
+
+TEST_CASE("search --json, run --plan and run on a searched plan print run --json's keys", "[cli][search]") {
+  const fs::path dir = fs::temp_directory_path() / "clustersim-search-cli-keys";
+  fs::create_directories(dir);
+  const fs::path scenario = dir / "s.json", plan = dir / "s.plan.json";
+  std::ofstream(scenario) << kScenario;
+  const auto run = run_binary("run " + scenario.string() + " --json");
+  REQUIRE(run.code == 0);
+  const auto reference = nlohmann::json::parse(run.output);
+  auto check_keys = [&](const std::string& what, const nlohmann::json& j, const char* method = "search") {
+    INFO(what);
+    for (const auto& [key, value] : reference.items()) {
+      INFO(key);
+      REQUIRE(j.contains(key));
+      CHECK(j[key].type() == value.type());
+    }
+    for (const auto& [key, value] : reference["breakdown"].items()) CHECK(j["breakdown"].contains(key));
+    for (const auto& [key, value] : reference["memory"].items()) CHECK(j["memory"].contains(key));
+    CHECK(j["method"] == method);
+    CHECK(j["tflops_per_gpu"].get<double>() > 0);
+    CHECK(j["memory_per_gpu_bytes"].get<double>() > 0);
+    CHECK(j.contains("plan"));
+  };
+  const auto s = run_binary("search " + scenario.string() + " -o " + plan.string() + " --clusters 3 --micro-batches 4 8 --json");
+  INFO(s.output);
+  REQUIRE(s.code == 0);
+  const auto searched = nlohmann::json::parse(s.output);
+  check_keys("search --json", searched);
+  check_keys("search --json, the manual plan", searched["search"]["manual"]);
+  const auto p = run_binary("run " + scenario.string() + " --plan " + plan.string() + " --json");
+  REQUIRE(p.code == 0);
+  const auto evaluated = nlohmann::json::parse(p.output);
+  check_keys("run --plan --json", evaluated);
+  // The same plan, the same prediction.
+  CHECK(evaluated["iteration_time_s"].get<double>() == Approx(searched["iteration_time_s"].get<double>()).epsilon(1e-12));
+  CHECK(evaluated["memory_per_gpu_bytes"].get<double>() == Approx(searched["memory_per_gpu_bytes"].get<double>()).epsilon(1e-12));
+  auto doc = nlohmann::json::parse(kScenario);
+  doc["plan"] = {{"search", "manual"}};
+  std::ofstream(dir / "manual.json") << doc.dump();
+  const auto m = run_binary("run " + (dir / "manual.json").string() + " --json");
+  REQUIRE(m.code == 0);
+  // A manual plan resolves to knobs, which run estimates as for any manual scenario (the
+  // same number simulate and sweep start from).
+  check_keys("run on {\"search\": \"manual\"} --json", nlohmann::json::parse(m.output), "analytical");
+}

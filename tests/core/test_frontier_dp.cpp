@@ -9,14 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <iomanip>
 #include <optional>
 #include <random>
 #include <string>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "scenarios/diagnostics.hpp"
 #include "strategies/search/frontier_dp.hpp"
@@ -87,75 +84,23 @@ double least_memory_bound(const IlpRequest& r) {
   return total;
 }
 
-// Collects the DP's trace (CLUSTERSIM_DP_TRACE, written to stderr when the Lagrangian
-// bounds do not meet, and again after the mixing heuristic) by sending file descriptor 2
-// to a temporary file for the lifetime of the object.
-class TraceCapture {
- public:
-  TraceCapture() {
-    const char* old = std::getenv("CLUSTERSIM_DP_TRACE");
-    if (old) old_env_ = old;
-    ::setenv("CLUSTERSIM_DP_TRACE", "1", 1);
-    std::fflush(stderr);
-    tmp_ = std::tmpfile();
-    saved_ = ::dup(2);
-    if (tmp_ && saved_ >= 0) ::dup2(::fileno(tmp_), 2);
-  }
-  ~TraceCapture() {
-    std::fflush(stderr);
-    if (saved_ >= 0) {
-      ::dup2(saved_, 2);
-      ::close(saved_);
-    }
-    if (tmp_) std::fclose(tmp_);
-    if (old_env_) ::setenv("CLUSTERSIM_DP_TRACE", old_env_->c_str(), 1);
-    else ::unsetenv("CLUSTERSIM_DP_TRACE");
-  }
-  TraceCapture(const TraceCapture&) = delete;
-  TraceCapture& operator=(const TraceCapture&) = delete;
-
-  // What the solver wrote since the last call.
-  std::string take() {
-    std::fflush(stderr);
-    std::string out;
-    if (!tmp_) return out;
-    const int fd = ::fileno(tmp_);
-    struct stat st{};
-    if (::fstat(fd, &st) != 0) return out;
-    out.resize(std::size_t(st.st_size));
-    const ssize_t got = ::pread(fd, out.data(), out.size(), 0);
-    out.resize(got > 0 ? std::size_t(got) : 0);
-    (void)::ftruncate(fd, 0);
-    ::lseek(fd, 0, SEEK_SET);
-    return out;
-  }
-
- private:
-  std::FILE* tmp_ = nullptr;
-  int saved_ = -1;
-  std::optional<std::string> old_env_;
-};
-
-// How far one DP solve went, read from its trace.
+// How far one DP solve went, from the statistics it returns.
 struct DpPath {
   bool gap = false;         // the Lagrangian bounds did not meet
   bool pareto = false;      // nor did the mixing heuristic's incumbent close the gap
   double lower = 0, upper_after_mixing = INFINITY;
 };
 
-DpPath parse_trace(const std::string& s) {
+DpPath path_of(const IlpResult& d) {
   DpPath p;
-  double lower = 0, upper = 0;
-  if (const auto at = s.find("lagrangian gap:"); at != std::string::npos &&
-                                                  std::sscanf(s.c_str() + at, "lagrangian gap: lower %lf upper %lf", &lower, &upper) == 2) {
+  const auto& s = d.dp_stats;
+  if (s.lagrangian_upper > 0) {
     p.gap = true;
-    p.lower = lower;
+    p.lower = s.lagrangian_lower;
   }
-  if (const auto at = s.find("after mixing:"); at != std::string::npos && std::sscanf(s.c_str() + at, "after mixing: upper %lf", &upper) == 1) {
-    p.upper_after_mixing = upper;
-    // The solver's own test is upper - lower <= |upper| 1e-9 on unrounded values; the
-    // trace has 9 digits, so only a clear gap counts.
-    p.pareto = upper - p.lower > std::abs(upper) * 1e-7;
+  if (s.mixed_upper > 0) {
+    p.upper_after_mixing = s.mixed_upper;
+    p.pareto = s.mixed_upper - p.lower > std::abs(s.mixed_upper) * 1e-9;  // the solver's own test
   }
   return p;
 }
@@ -331,12 +276,11 @@ IlpResult set_budget(Rng& g, IlpRequest& r) {
 }
 
 // Solves `r` with the DP and with CBC and checks they agree.
-void compare(const IlpRequest& r, const IlpResult& free, TraceCapture& trace, Tally& tally) {
-  trace.take();
+void compare(const IlpRequest& r, const IlpResult& free, Tally& tally) {
   auto t0 = std::chrono::steady_clock::now();
   const IlpResult d = solve_ilp(r, with(IlpSolver::dp));
   const double dp_s = seconds_since(t0);
-  const DpPath path = parse_trace(trace.take());
+  const DpPath path = path_of(d);
   t0 = std::chrono::steady_clock::now();
   const IlpResult c = solve_ilp(r, with(IlpSolver::cbc));
   const double cbc_s = seconds_since(t0);
@@ -417,12 +361,11 @@ template <class Make>
 Tally compare_random(const std::string& what, std::uint64_t seed, int trials, Make make) {
   Rng g(seed);
   Tally t;
-  TraceCapture trace;
   for (int trial = 0; trial < trials; ++trial) {
     IlpRequest r = make(g);
     const IlpResult free = set_budget(g, r);
     INFO(what << " trial " << trial << ": " << r.nodes.size() << " nodes");
-    compare(r, free, trace, t);
+    compare(r, free, t);
   }
   report(describe(what.c_str(), t));
   return t;
@@ -473,9 +416,8 @@ TEST_CASE("frontier dp: the budget forces a mix of two layer configurations", "[
   r.liveness = {all_nodes(r)};
   r.memory_budget = 8e9;
 
-  TraceCapture trace;
   const IlpResult d = solve_ilp(r, with(IlpSolver::dp));
-  const DpPath path = parse_trace(trace.take());
+  const DpPath path = path_of(d);
   INFO("objective " << d.objective << ", peak " << d.peak_memory);
   REQUIRE(d.status == IlpStatus::optimal);
   CHECK(d.solved_by == IlpSolver::dp);
@@ -513,9 +455,8 @@ TEST_CASE("frontier dp: mixing the two Lagrangian solutions finds the optimum", 
   }
   r.liveness = {all_nodes(r)};
   r.memory_budget = 8e9;
-  TraceCapture trace;
   const IlpResult d = solve_ilp(r, with(IlpSolver::dp));
-  const DpPath path = parse_trace(trace.take());
+  const DpPath path = path_of(d);
   INFO("Lagrangian bound " << std::setprecision(12) << path.lower << ", after mixing " << path.upper_after_mixing);
   REQUIRE(d.status == IlpStatus::optimal);
   CHECK(d.objective == Approx(6.0).epsilon(1e-12));
@@ -543,9 +484,8 @@ TEST_CASE("frontier dp: a middle configuration the Lagrangian never picks needs 
   r.liveness = {all_nodes(r)};
   r.memory_budget = 8e9;
 
-  TraceCapture trace;
   const IlpResult d = solve_ilp(r, with(IlpSolver::dp));
-  const DpPath path = parse_trace(trace.take());
+  const DpPath path = path_of(d);
   INFO("objective " << d.objective << ", peak " << d.peak_memory);
   REQUIRE(d.status == IlpStatus::optimal);
   CHECK(d.objective == Approx(9.5).epsilon(1e-12));
@@ -768,13 +708,11 @@ TEST_CASE("frontier dp: small and degenerate requests", "[ilp][dp]") {
 TEST_CASE("frontier dp: solving the same request twice gives the same choice", "[ilp][dp]") {
   Rng g(4242);
   int gaps = 0;
-  TraceCapture trace;
   for (int trial = 0; trial < 40; ++trial) {
     IlpRequest r = trial % 2 == 0 ? layered(g) : stage_like(g);
     (void)set_budget(g, r);
-    trace.take();
     const IlpResult a = solve_ilp(r, with(IlpSolver::dp));
-    gaps += parse_trace(trace.take()).gap;
+    gaps += path_of(a).gap;
     const IlpRequest copy = r;
     const IlpResult b = solve_ilp(copy, with(IlpSolver::dp));
     const IlpResult c = solve_ilp(r);  // automatic: the DP as well

@@ -228,27 +228,33 @@ TEST_CASE("search: when only ZeRO fits, the manual baseline shards the weight up
 }
 
 TEST_CASE("search: a manual plan re-costed as GPipe keeps every micro-batch in flight", "[search][plan][zero]") {
-  const Scenario s = small_scenario(1, 4);
-  SearchOptions o = small_options();
-  o.micro_batch_counts = {4};
-  const SearchReport r = run_search(s, o);
-  REQUIRE(r.manual.feasible);
-  REQUIRE(r.manual.pp >= 2);  // dp 2 x pp 2 here: stages whose 1F1B in-flight counts differ
-  // The best manual plan (1F1B), re-costed from its plan file as 1F1B and as GPipe.
-  nlohmann::json doc = to_json(r.manual, r.block_names);
+  // dp 2 x pp 2 with 4 micro-batches: stages whose 1F1B in-flight counts differ.
+  Scenario s = small_scenario(1, 4);
+  s.plan.dp = 2;
+  s.plan.pp = 2;
+  s.training.micro_batch = 4;
+  const SearchPlan manual = cost_manual_plan(s);
+  REQUIRE(manual.micro_batches == 4);
+  // Re-costed from its plan file as 1F1B and as GPipe.
+  nlohmann::json doc = to_json(manual, {});
   const SearchPlan one_f_one_b = evaluate_plan(s, plan_from_json(doc, "<plan>"), "<plan>");
   doc["manual"]["schedule"] = "gpipe";
   const SearchPlan gpipe = evaluate_plan(s, plan_from_json(doc, "<plan>"), "<plan>");
   CHECK(gpipe.schedule == "gpipe");
-  // Eq. 2 is the same for both schedules; only the memory check differs.
+  // Eq. 2 is the same for both schedules; only the memory differs.
   CHECK(gpipe.iteration_time == Approx(one_f_one_b.iteration_time).epsilon(1e-12));
+  CHECK(one_f_one_b.iteration_time == Approx(manual.iteration_time).epsilon(1e-12));
   const std::size_t n = gpipe.stages.size();
+  REQUIRE(n == 2);
   for (std::size_t j = 0; j < n; ++j) {
     const PlanStage& g = gpipe.stages[j];
     const PlanStage& f = one_f_one_b.stages[j];
     INFO("stage " << j << " of " << n);
-    CHECK(g.memory == Approx(g.weight_memory + 4 * g.activation_memory).epsilon(1e-12));           // all B = 4
-    CHECK(f.memory == Approx(f.weight_memory + double(n - j) * f.activation_memory).epsilon(1e-12));  // pp - j
+    CHECK(g.in_flight == 4);                   // all B
+    CHECK(f.in_flight == double(n - j));       // min(B, pp - j)
+    CHECK(g.memory_breakdown.activations == Approx(4 * g.activation_memory).epsilon(1e-12));
+    CHECK(f.memory_breakdown.activations == Approx(double(n - j) * f.activation_memory).epsilon(1e-12));
+    CHECK(g.memory - f.memory == Approx((4 - double(n - j)) * f.activation_memory).epsilon(1e-9));
   }
 }
 

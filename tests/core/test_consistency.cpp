@@ -1,0 +1,68 @@
+// The estimator and the search costing the same manual plan (its Megatron space) over the
+// grid of tests/consistency_grid.hpp: both take the per-op work from op_timing and every
+// plan-level rule from rules.hpp, so the memory per GPU of every stage is the same to
+// the byte, the FLOPs and parameters are the same, and the iteration times differ only
+// where the two mechanisms do (tests/consistency_grid.hpp, search_time_tolerance). One line per plan, side by side.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "strategies/estimator.hpp"
+#include "strategies/search/search.hpp"
+#include "tests/consistency_grid.hpp"
+
+using namespace clustersim;
+
+
+TEST_CASE("consistency: estimator and search cost the same manual plans alike", "[consistency]") {
+  std::printf("\n%-40s %14s %14s %12s %12s %8s\n", "plan", "estimator B", "search B", "estimator s", "search s", "diff");
+  double worst = 0;
+  std::string worst_row;
+  for (const auto& row : test::consistency_grid()) {
+    const Scenario& s = row.scenario;
+    INFO(row.label);
+    const Prediction e = make_estimator(s).estimate(s.plan);
+    const search::SearchPlan plan = search::cost_manual_plan(s);
+    const Prediction& p = plan.prediction;
+    const double diff = (p.iteration_time - e.iteration_time) / e.iteration_time;
+    std::printf("%-40s %14.0f %14.0f %12.6f %12.6f %+7.2f%%\n", row.label.c_str(), e.memory_per_gpu, p.memory_per_gpu,
+                e.iteration_time, p.iteration_time, 100 * diff);
+    REQUIRE(std::isfinite(e.iteration_time));
+    REQUIRE(p.stages.size() == e.stages.size());
+    const bool moe_dp = s.model.family == ModelFamily::moe && s.plan.dp > 1;
+    for (std::size_t j = 0; j < e.stages.size(); ++j) {
+      const StagePrediction &a = e.stages[j], &b = p.stages[j];
+      INFO("stage " << j);
+      // Memory to the byte, the same layers, the same work.
+      CHECK(std::fabs(b.memory.total() - a.memory.total()) < 1.0);
+      CHECK(std::fabs(b.memory.activations - a.memory.activations) < 1.0);
+      CHECK(std::fabs(b.memory.temporary - a.memory.temporary) < 1.0);
+      CHECK(b.params_per_gpu == Approx(a.params_per_gpu).epsilon(1e-12));
+      CHECK(b.first_layer == a.first_layer);
+      CHECK(b.layers == a.layers);
+      CHECK(b.forward == Approx(a.forward).epsilon(1e-9));
+      CHECK(b.backward == Approx(a.backward).epsilon(1e-9));
+      CHECK(b.recompute == Approx(a.recompute).epsilon(1e-9).margin(1e-15));
+      CHECK(b.p2p == Approx(a.p2p).epsilon(1e-9).margin(1e-15));
+      if (!moe_dp) CHECK(b.optimizer == Approx(a.optimizer).epsilon(1e-9));
+      // The search's per-op collectives only add latency.
+      CHECK(b.tp_comm >= a.tp_comm * (1 - 1e-9));
+      if (!moe_dp) CHECK(b.dp_exposed + b.zero3_gather >= (a.dp_exposed + a.zero3_gather) * (1 - 1e-9));
+    }
+    CHECK(std::fabs(p.memory_per_gpu - e.memory_per_gpu) < 1.0);
+    CHECK(p.fits == e.fits);
+    CHECK(p.hardware_flops == Approx(e.hardware_flops).epsilon(1e-9));
+    CHECK(p.model_flops == Approx(e.model_flops).epsilon(1e-9));
+    CHECK(p.parameters == Approx(e.parameters).epsilon(1e-12));
+    CHECK(std::fabs(diff) <= test::search_time_tolerance(s));
+    if (!moe_dp) CHECK(diff >= -1e-9);
+    if (s.plan.dp == 1 && std::fabs(diff) > worst) {
+      worst = std::fabs(diff);
+      worst_row = row.label;
+    }
+  }
+  std::printf("largest difference without data parallelism %.3f%% (%s); tolerances %.1f%%, dp > 1 %.0f%%, ZeRO-3 %.0f%%, "
+              "MoE %.0f%%\n",
+              100 * worst, worst_row.c_str(), 100 * test::kSearchTolerance, 100 * test::kSearchDataParallelTolerance,
+              100 * test::kSearchZero3Tolerance, 100 * test::kSearchMoeTolerance);
+}
