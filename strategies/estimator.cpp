@@ -195,41 +195,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     e.stages.push_back(st);
   }
 
-  // Pipeline makespan; the critical stage is the slowest (the first of equals).
-  std::size_t crit = 0;
-  std::vector<Seconds> per_mb;
-  for (std::size_t s = 0; s < e.stages.size(); ++s) {
-    per_mb.push_back(e.stages[s].per_micro_batch());
-    if (e.stages[s].per_micro_batch() > e.stages[crit].per_micro_batch()) crit = s;
-  }
-  const StagePrediction& c = e.stages[crit];
-  const Seconds slowest = c.per_micro_batch();
-  const Seconds pipeline = pipeline_makespan(per_mb, m, v);
-  Seconds tail = 0;
-  std::size_t tail_stage = 0;
-  for (std::size_t s = 0; s < e.stages.size(); ++s)
-    if (e.stages[s].dp_exposed + e.stages[s].optimizer > tail) {
-      tail = e.stages[s].dp_exposed + e.stages[s].optimizer;
-      tail_stage = s;
-    }
-
-  auto& bd = e.breakdown;
+  compose_iteration(e, m, v);
   const double md = double(m);
-  bd.compute_forward = md * c.forward;
-  bd.compute_backward = md * c.backward;
-  bd.compute_recompute = md * c.recompute;
-  bd.tp_comm_exposed = md * c.tp_comm;
-  bd.ep_comm_exposed = md * c.ep_comm;
-  bd.pp_comm_exposed = md * c.p2p;
-  bd.bubble = pipeline - md * slowest;
-  bd.dp_comm_exposed = md * c.zero3_gather + e.stages[tail_stage].dp_exposed;
-  bd.optimizer = e.stages[tail_stage].optimizer;
-  // The host launches each rank's kernels ahead of its GPU (rules.hpp host_bound_time).
-  for (const auto& st : e.stages)
-    bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + st.tp_comm / 2 + st.ep_comm / 2,
-                                                            st.backward + st.recompute + st.tp_comm / 2 + st.ep_comm / 2,
-                                                            st.host_forward, st.host - st.host_forward, m));
-  e.iteration_time = pipeline + tail + bd.host_bound;
 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work.
   e.hardware_flops = flops_per_mb * double(t) * dp * md;

@@ -200,6 +200,41 @@ Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 
   }
 }
 
+void compose_iteration(Prediction& e, i64 m, i64 v) {
+  e.breakdown = TimeBreakdown{};
+  if (e.stages.empty()) return;
+  std::size_t crit = 0, tail_stage = 0;  // the slowest stage (first of equals); the longest sync + step
+  std::vector<Seconds> per_mb;
+  Seconds tail = 0;
+  for (std::size_t s = 0; s < e.stages.size(); ++s) {
+    const StagePrediction& st = e.stages[s];
+    per_mb.push_back(st.per_micro_batch());
+    if (st.per_micro_batch() > e.stages[crit].per_micro_batch()) crit = s;
+    if (st.dp_exposed + st.optimizer > tail) {
+      tail = st.dp_exposed + st.optimizer;
+      tail_stage = s;
+    }
+  }
+  const StagePrediction& c = e.stages[crit];
+  const Seconds pipeline = pipeline_makespan(per_mb, m, v);
+  auto& bd = e.breakdown;
+  const double md = double(m);
+  bd.compute_forward = md * c.forward;
+  bd.compute_backward = md * c.backward;
+  bd.compute_recompute = md * c.recompute;
+  bd.tp_comm_exposed = md * c.tp_comm;
+  bd.ep_comm_exposed = md * c.ep_comm;
+  bd.pp_comm_exposed = md * c.p2p;
+  bd.bubble = pipeline - md * c.per_micro_batch();
+  bd.dp_comm_exposed = md * c.zero3_gather + e.stages[tail_stage].dp_exposed;
+  bd.optimizer = e.stages[tail_stage].optimizer;
+  for (const auto& st : e.stages)
+    bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + st.tp_comm / 2 + st.ep_comm / 2,
+                                                            st.backward + st.recompute + st.tp_comm / 2 + st.ep_comm / 2,
+                                                            st.host_forward, st.host - st.host_forward, m));
+  e.iteration_time = pipeline + tail + bd.host_bound;
+}
+
 i64 plan_rank(i64 dp, i64 tp, i64 stage, i64 replica, i64 tp_rank) {
   return stage * dp * tp + replica * tp + tp_rank;
 }

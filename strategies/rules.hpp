@@ -161,6 +161,13 @@ std::int64_t pipeline_sends_per_micro_batch(std::int64_t v);
 // Alpa's Eq. 2: sum + (m - 1) max.
 Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, std::int64_t m, std::int64_t v);
 
+// The iteration from its stages' figures (per micro-batch times, the per-iteration
+// gradient sync and optimizer step, host launch times): the pipeline makespan of m
+// micro-batches (v chunks), then the slowest stage's sync and step, then what the host
+// adds (host_bound_time, the worst stage). Sets e.iteration_time and e.breakdown, whose
+// compute and communication terms are the critical (slowest) stage's.
+void compose_iteration(Prediction& e, std::int64_t m, std::int64_t v);
+
 // ---------------------------------------------------------------------------------------
 // Host dispatch. Eager PyTorch launches every kernel from one CPU thread; the GPU cannot
 // start a kernel before the host has launched it. With no synchronisation inside a step

@@ -62,35 +62,9 @@ Prediction predict_plan(const Scenario& s, const SearchPlan& plan) {
     e.stages.push_back(sp);
   }
 
-  // Pipeline makespan; the critical stage is the slowest (the first of equals), the
-  // tail the stage whose per-iteration work takes longest.
-  std::size_t crit = 0, tail_stage = 0;
-  std::vector<Seconds> per_mb;
-  Seconds tail = 0;
-  for (std::size_t j = 0; j < e.stages.size(); ++j) {
-    const StagePrediction& st = e.stages[j];
-    per_mb.push_back(st.per_micro_batch());
-    if (st.per_micro_batch() > e.stages[crit].per_micro_batch()) crit = j;
-    if (st.dp_exposed + st.optimizer > tail) {
-      tail = st.dp_exposed + st.optimizer;
-      tail_stage = j;
-    }
-  }
   if (e.stages.empty()) return e;
-  const StagePrediction& cs = e.stages[crit];
-  const Seconds pipeline = pipeline_makespan(per_mb, m, 1);
+  compose_iteration(e, m, 1);
   const double md = double(m);
-  auto& bd = e.breakdown;
-  bd.compute_forward = md * cs.forward;
-  bd.compute_backward = md * cs.backward;
-  bd.compute_recompute = md * cs.recompute;
-  bd.tp_comm_exposed = md * cs.tp_comm;
-  bd.ep_comm_exposed = md * cs.ep_comm;
-  bd.pp_comm_exposed = md * cs.p2p;
-  bd.bubble = pipeline - md * cs.per_micro_batch();
-  bd.dp_comm_exposed = md * cs.zero3_gather + e.stages[tail_stage].dp_exposed;
-  bd.optimizer = e.stages[tail_stage].optimizer;
-  e.iteration_time = pipeline + tail;
   e.hardware_flops = flops_per_mb * md;
   e.model_flops = g.model_flops() * md;
   e.finish({s.training.global_batch, g.tokens_per_sample, c.total_gpus(), c.gpu.peak(rules.compute)});
