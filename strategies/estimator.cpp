@@ -26,9 +26,17 @@ Estimator::Estimator(ModelSpec model, TrainingSpec training, ClusterModel cluste
       rules_(precision_rules(training)) {}
 
 const ModelGraph& Estimator::graph(i64 micro_batch) const {
+  return totals(micro_batch).graph;
+}
+
+const Estimator::GraphTotals& Estimator::totals(i64 micro_batch) const {
   auto it = graphs_.find(micro_batch);
-  if (it == graphs_.end())
-    it = graphs_.emplace(micro_batch, build_model_graph(model_, micro_batch, graph_style(training_.precision))).first;
+  if (it == graphs_.end()) {
+    GraphTotals t{build_model_graph(model_, micro_batch, graph_style(training_.precision))};
+    t.params = t.graph.params();
+    t.model_flops = t.graph.model_flops();
+    it = graphs_.emplace(micro_batch, std::move(t)).first;
+  }
   return it->second;
 }
 
@@ -109,6 +117,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const i64 m = training_.global_batch / (plan.dp * micro_batch);
   if (m < 1) throw std::invalid_argument("plan leaves no micro-batch per data-parallel replica");
   const double dp = double(plan.dp);
+  // Whether blocks gather their weights before each pass (ZeRO-3); checked once per plan.
+  const bool gathers_per_pass = gradient_sync(1, rules_, plan.zero, plan.dp).gather_per_pass > 0;
 
   // Pipeline sends of the activation forward and its gradient backward, per model chunk.
   Seconds p2p = 0;
@@ -123,7 +133,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   Prediction e;
   e.method = "analytical";
   e.micro_batches = m;
-  e.parameters = g.params();
+  e.parameters = totals(micro_batch).params;
   e.memory_capacity = cluster_.gpu.usable_memory();
   const i64 L = static_cast<i64>(g.layers.size());
   i64 next_layer = 0;
@@ -155,8 +165,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       working = std::max(working, c.working);
       largest_params = std::max(largest_params, c.params);
       flops_per_mb += c.hardware_flops;
-      const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, plan.dp);
-      if (block_sync.gather_per_pass > 0)
+      if (gathers_per_pass)
+        if (const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, plan.dp); block_sync.gather_per_pass > 0)
         st.zero3_gather += zero3_gather_exposed(
             collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, groups.dp, groups.dp_share),
             c.forward, c.backward + c.recompute);
@@ -200,7 +210,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work.
   e.hardware_flops = flops_per_mb * double(t) * dp * md;
-  e.model_flops = g.model_flops() * dp * md;
+  e.model_flops = totals(micro_batch).model_flops * dp * md;
   e.finish({training_.global_batch, g.tokens_per_sample, cluster_.total_gpus(), cluster_.gpu.peak(rules_.compute)});
   return e;
 }

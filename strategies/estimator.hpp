@@ -52,7 +52,14 @@ class Estimator {
   TrainingSpec training_;
   ClusterModel cluster_;
   PrecisionRules rules_;
-  mutable std::map<std::int64_t, ModelGraph> graphs_;
+  // A micro-batch size's graph with its totals (summing every op of every layer costs
+  // more than the rest of a plan's estimate).
+  struct GraphTotals {
+    ModelGraph graph;
+    double params = 0, model_flops = 0;
+  };
+  const GraphTotals& totals(std::int64_t micro_batch) const;
+  mutable std::map<std::int64_t, GraphTotals> graphs_;
   mutable std::map<Key, std::vector<BlockCost>> costs_;
 };
 

@@ -125,10 +125,12 @@ std::vector<i64> layers_per_virtual_stage(i64 layers, i64 p, i64 v) {
 }
 
 i64 layers_of_stage(i64 layers, i64 p, i64 v, i64 s) {
-  const auto per = layers_per_virtual_stage(layers, p, v);
-  i64 n = 0;
-  for (i64 c = 0; c < v; ++c) n += per[static_cast<std::size_t>(c * p + s)];
-  return n;
+  // The sum over the stage's chunks of layers_per_virtual_stage, without the vector (the
+  // estimator calls this for every stage of every plan it costs).
+  if (p < 1 || v < 1) throw std::invalid_argument("pipeline stages and chunks must be >= 1");
+  if (v == 1) return layers / p + (s < layers % p ? 1 : 0);
+  if (layers % (p * v) != 0) throw std::invalid_argument("layers do not split evenly over the virtual pipeline stages");
+  return v * (layers / (p * v));
 }
 
 double micro_batches_in_flight(Schedule schedule, i64 p, i64 v, i64 m, i64 s) {
@@ -156,13 +158,17 @@ Bytes tied_embedding_sync_bytes(double tied_params, i64 tp, i64 pp, const Precis
 
 i64 pipeline_sends_per_micro_batch(i64 v) { return 2 * v; }
 
+Seconds pipeline_makespan(Seconds sum, Seconds slowest, i64 m, i64 v) {
+  return double(m) * slowest + (sum - slowest) / double(std::max<i64>(1, v));
+}
+
 Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, i64 m, i64 v) {
   Seconds sum = 0, slowest = 0;
   for (Seconds t : per_micro_batch) {
     sum += t;
     slowest = std::max(slowest, t);
   }
-  return double(m) * slowest + (sum - slowest) / double(std::max<i64>(1, v));
+  return pipeline_makespan(sum, slowest, m, v);
 }
 
 OpKernels op_kernels(const Op& op) {
@@ -204,11 +210,10 @@ void compose_iteration(Prediction& e, i64 m, i64 v) {
   e.breakdown = TimeBreakdown{};
   if (e.stages.empty()) return;
   std::size_t crit = 0, tail_stage = 0;  // the slowest stage (first of equals); the longest sync + step
-  std::vector<Seconds> per_mb;
-  Seconds tail = 0;
+  Seconds tail = 0, sum = 0;
   for (std::size_t s = 0; s < e.stages.size(); ++s) {
     const StagePrediction& st = e.stages[s];
-    per_mb.push_back(st.per_micro_batch());
+    sum += st.per_micro_batch();
     if (st.per_micro_batch() > e.stages[crit].per_micro_batch()) crit = s;
     if (st.dp_exposed + st.optimizer > tail) {
       tail = st.dp_exposed + st.optimizer;
@@ -216,7 +221,7 @@ void compose_iteration(Prediction& e, i64 m, i64 v) {
     }
   }
   const StagePrediction& c = e.stages[crit];
-  const Seconds pipeline = pipeline_makespan(per_mb, m, v);
+  const Seconds pipeline = pipeline_makespan(sum, c.per_micro_batch(), m, v);
   auto& bd = e.breakdown;
   const double md = double(m);
   bd.compute_forward = md * c.forward;

@@ -160,6 +160,8 @@ std::int64_t pipeline_sends_per_micro_batch(std::int64_t v);
 // interleaved chunks), the steady state the slowest stage m times. For v = 1 this is
 // Alpa's Eq. 2: sum + (m - 1) max.
 Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, std::int64_t m, std::int64_t v);
+// The same from the stages' sum and the slowest stage.
+Seconds pipeline_makespan(Seconds sum, Seconds slowest, std::int64_t m, std::int64_t v);
 
 // The iteration from its stages' figures (per micro-batch times, the per-iteration
 // gradient sync and optimizer step, host launch times): the pipeline makespan of m
