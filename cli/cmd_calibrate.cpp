@@ -36,7 +36,7 @@ struct ImportCommand {
 int import(const ImportCommand& c) {
   const auto profile = find_gpu_profile(c.profile);
   if (!profile)
-    throw InputError("<command line>", "--profile", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.profile));
+    throw InputError("command line", "--profile", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.profile));
   Microbenchmarks data = read_microbenchmarks(c.data_file);
   if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
   const runner::ImportCount n = runner::import_calibration_samples(c.db, data, *profile);
@@ -52,13 +52,13 @@ std::string row(const char* what, const ErrorStats& e) {
 
 int fit(const FitCommand& c) {
   const auto base = find_gpu_profile(c.base);
-  if (!base) throw InputError("<command line>", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
+  if (!base) throw InputError("command line", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
   Microbenchmarks data;
   if (!c.db.empty()) {
-    if (c.hardware.empty()) throw InputError("<command line>", "--hardware", "--db needs --hardware NAME");
+    if (c.hardware.empty()) throw InputError("command line", "--hardware", "--db needs --hardware NAME");
     data = runner::load_calibration_samples(c.db, c.hardware);
   } else {
-    if (c.data_file.empty()) throw InputError("<command line>", "FILE", "give a microbenchmark file or --db and --hardware");
+    if (c.data_file.empty()) throw InputError("command line", "FILE", "give a microbenchmark file or --db and --hardware");
     data = read_microbenchmarks(c.data_file);
     if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
   }
@@ -121,7 +121,7 @@ std::string error_row(const char* what, const RelativeError& e) {
 
 int fit_collectives_command(const FitCollectivesCommand& c) {
   const auto base = find_gpu_profile(c.base);
-  if (!base) throw InputError("<command line>", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
+  if (!base) throw InputError("command line", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
   const CollectiveBenchmarks data = read_collective_benchmarks(c.data_file);
   if (!data.checks_passed) fmt::print("warning: the benchmark's correctness check failed in {}\n", c.data_file);
   const CollectiveFit fit = fit_collectives(data, {c.holdout});

@@ -90,7 +90,7 @@ int show(const DbOptions& o) {
     id = std::stoll(o.run.substr(measured ? 1 : 0), &used);
     if (used != o.run.size() - (measured ? 1 : 0)) throw std::invalid_argument(o.run);
   } catch (const std::exception&) {
-    throw InputError("<command line>", "RUN", "expected a run id such as 12 (simulated) or m3 (measured), got \"" +
+    throw InputError("command line", "RUN", "expected a run id such as 12 (simulated) or m3 (measured), got \"" +
                                                   o.run + "\"");
   }
   auto row = measured ? db.measured_run(id) : db.simulated_run(id);
@@ -193,7 +193,7 @@ std::string csv_field(const std::string& s) {
 }
 
 int export_runs(const DbOptions& o) {
-  if (o.csv == o.json) throw InputError("<command line>", "export", "give exactly one of --csv or --json");
+  if (o.csv == o.json) throw InputError("command line", "export", "give exactly one of --csv or --json");
   const Database db(o.db, Database::Mode::read_only);
   auto rows = db.export_runs(o.sweep ? std::optional<std::int64_t>(o.sweep) : std::nullopt);
   for (auto& r : rows) {
@@ -261,7 +261,7 @@ const Metric& find_metric(const std::string& name) {
     if (name == m.column) return m;
     names += (names.empty() ? "" : ", ") + std::string(m.column);
   }
-  throw InputError("<command line>", "--y", "unknown metric \"" + name + "\"; one of " + names);
+  throw InputError("command line", "--y", "unknown metric \"" + name + "\"; one of " + names);
 }
 
 // An axis by its JSON pointer or by its last segment ("tp" for "/plan/tp").
@@ -273,7 +273,7 @@ std::string resolve_axis(const std::string& name, const std::set<std::string>& a
   if (hits.size() == 1) return hits.front();
   std::string list;
   for (const auto& a : axes) list += (list.empty() ? "" : ", ") + a;
-  throw InputError("<command line>", option,
+  throw InputError("command line", option,
                    fmt::format("{} \"{}\"; the sweep's axes are {}", hits.empty() ? "no axis" : "ambiguous axis", name, list));
 }
 
@@ -313,7 +313,7 @@ int plot_sweep(const DbOptions& o) {
   std::vector<std::pair<std::string, std::string>> filters;
   for (const auto& w : o.where) {
     const auto eq = w.find('=');
-    if (eq == std::string::npos) throw InputError("<command line>", "--where", "expected FIELD=VALUE, got \"" + w + "\"");
+    if (eq == std::string::npos) throw InputError("command line", "--where", "expected FIELD=VALUE, got \"" + w + "\"");
     filters.emplace_back(resolve_axis(w.substr(0, eq), axes, "--where"), w.substr(eq + 1));
   }
   // One value per (series, x): the best over every axis not on the chart.
@@ -324,7 +324,7 @@ int plot_sweep(const DbOptions& o) {
     for (const auto& [field, want] : filters) keep = keep && a.contains(field) && text_of(a[field]) == want;
     if (!keep || !a.contains(x_axis)) continue;
     const auto x = axis_number(a[x_axis]);
-    if (!x) throw InputError("<command line>", "--x", "axis " + x_axis + " has a non-numeric value " + a[x_axis].dump());
+    if (!x) throw InputError("command line", "--x", "axis " + x_axis + " has a non-numeric value " + a[x_axis].dump());
     x_unit = x->second;
     const std::string name = series_axis.empty() ? sweep_name
                              : a.contains(series_axis)
@@ -335,7 +335,7 @@ int plot_sweep(const DbOptions& o) {
     if (it == slot.end()) slot.emplace(x->first, value);
     else it->second = metric.higher_is_better ? std::max(it->second, value) : std::min(it->second, value);
   }
-  if (best.empty()) throw InputError("<command line>", "--where", "no stored point matches");
+  if (best.empty()) throw InputError("command line", "--where", "no stored point matches");
   std::vector<results::Series> series;
   for (const auto& [name, xs] : best) series.push_back({name, {xs.begin(), xs.end()}});
   const std::string reduce = axes.size() > 1 + (series_axis.empty() ? 0 : 1) ? " (best over the other axes)" : "";
@@ -369,7 +369,7 @@ int plot_timeline(const DbOptions& o) {
   try {
     id = std::stoll(o.run);
   } catch (const std::exception&) {
-    throw InputError("<command line>", "RUN", "expected a simulated run id, got \"" + o.run + "\"");
+    throw InputError("command line", "RUN", "expected a simulated run id, got \"" + o.run + "\"");
   }
   const auto row = db.simulated_run(id);
   if (!row) throw InputError(o.db, "", fmt::format("no simulated run {}", id));

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <stdexcept>
 
 #include "scenarios/diagnostics.hpp"
 #include "strategies/search/frontier_dp.hpp"
@@ -246,13 +247,16 @@ std::string to_string(IlpStatus s) {
 
 void IlpOptions::validate() const {
   if (!(time_limit_s > 0) || !std::isfinite(time_limit_s))
-    throw InputError("<ilp options>", "/time_limit_s", fmt::format("expected a finite number of seconds > 0, got {}", time_limit_s));
+    throw InputError("command line", "--time-limit", fmt::format("expected a finite number of seconds > 0, got {}", time_limit_s));
   if (!(relative_gap >= 0 && relative_gap < 1))
-    throw InputError("<ilp options>", "/relative_gap", fmt::format("expected a number in [0, 1), got {}", relative_gap));
+    throw InputError("command line", "--gap", fmt::format("expected a number in [0, 1), got {}", relative_gap));
 }
 
 void validate(const IlpRequest& r) {
-  auto bad = [](const std::string& path, const std::string& msg) { throw InputError("<ilp request>", path, msg); };
+  // The request is built by code (the intra-op pass, tests): a bad one is a bug, not input.
+  auto bad = [](const std::string& path, const std::string& msg) {
+    throw std::invalid_argument(fmt::format("ILP request {}: {}", path, msg));
+  };
   const int n = int(r.nodes.size());
   for (int v = 0; v < n; ++v) {
     const auto& node = r.nodes[std::size_t(v)];
@@ -323,8 +327,9 @@ IlpResult solve_ilp(const IlpRequest& r, const IlpOptions& options) {
       return *dp;
     }
     if (options.solver == IlpSolver::dp)
-      throw InputError("<ilp request>", "", "outside the frontier DP's reach (several liveness steps, a follower before its "
-                                            "leader, negative memory, or a frontier wider than its limits)");
+      throw InputError("command line", "--solver",
+                       "dp: this intra-op ILP is outside the frontier DP's reach (several liveness steps, a follower before "
+                       "its leader, negative memory, or a frontier wider than its limits): use --solver auto or cbc");
   }
   const Lp lp = build_lp(r);
   // A cheap exact test first: if even the smallest finite-cost strategy of every
