@@ -25,6 +25,7 @@ namespace {
 struct FitCommand {
   std::string data_file, attention_file, base = "h100-sxm5-80gb-datasheet", name, out;
   std::string host_file;     // host dispatch costs (measure_host.py)
+  std::string overlap_file;  // overlap interference (calibration/nccl's overlap benchmark)
   std::string db, hardware;  // fit from samples stored by `calibrate import`
   int holdout = 5;
 };
@@ -68,6 +69,11 @@ int fit(const FitCommand& c) {
     fitted.host = fit_host_dispatch(c.host_file);
     fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + c.host_file);
   }
+  if (!c.overlap_file.empty()) {
+    fitted.interference = fit_overlap_interference(c.overlap_file);
+    fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " +
+                             c.overlap_file);
+  }
   fmt::print("calibrated profile {} from {} ({} GEMM and {} memory-bound samples, every {}th held back)\n",
              fitted.name, data.file, data.gemm.size(), data.memory.size(), c.holdout);
   fmt::print("memory-bound: efficiency {:.3f} of {}, half-rate size {}, kernel overhead {}\n", rep.memory_efficiency,
@@ -95,6 +101,9 @@ int fit(const FitCommand& c) {
     fmt::print("{}", row("  backward, held back", rep.attention_backward_held_back));
   }
   fmt::print("{}", row("every held-back point", rep.all_held_back));
+  if (fitted.interference.present())
+    fmt::print("overlap interference: GEMMs x{:.3f} beside a collective, collectives x{:.3f} beside GEMMs\n",
+               fitted.interference.compute, fitted.interference.comm);
   if (fitted.host.present()) {
     const auto& h = fitted.host;
     fmt::print("host dispatch: {} per kernel eager, {} under DTensor; DDP {} per layer; FSDP per unit {} (fp32), {} "
@@ -164,6 +173,7 @@ const Registration calibrate_command{
       f->add_option("--hardware", c->hardware, "with --db: the profile name the samples were imported under");
       f->add_option("--attention", c->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
       f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
+      f->add_option("--overlap", c->overlap_file, "overlap interference (calibration/nccl's clustersim-overlap-bench JSON)");
       f->add_option("--base", c->base, "profile whose datasheet figures the fit starts from");
       f->add_option("--name", c->name, "name of the fitted profile (default: the base's)");
       f->add_option("--out", c->out, "write the fitted profile to this file");

@@ -387,4 +387,41 @@ HostDispatch fit_host_dispatch(const std::string& file) {
   return h;
 }
 
+OverlapInterference fit_overlap_interference(const std::string& file) {
+  const nlohmann::json doc = read_json_file(file);
+  Diagnostics diag(file);
+  if (!doc.is_object() || doc.value("format", "").rfind("clustersim-overlap", 0) != 0) {
+    diag.error("/format", "expected a clustersim-overlap-bench file");
+    diag.throw_if_errors();
+  }
+  std::vector<double> compute, comm;
+  const auto runs = doc.find("runs");
+  if (runs == doc.end() || !runs->is_array()) diag.error("/runs", "expected an array");
+  else
+    for (std::size_t i = 0; i < runs->size(); ++i) {
+      const auto& run = (*runs)[i];
+      if (!run.contains("overlap") || !run["overlap"].is_array()) {
+        diag.error(json_path(json_path("/runs", i), "overlap"), "expected an array");
+        continue;
+      }
+      for (const auto& o : run["overlap"]) {
+        if (o.value("compute", "").rfind("gemm", 0) != 0 || o.value("bytes", 0.0) < 64.0 * (1 << 20)) continue;
+        const double c = o.value("compute_slowdown", 0.0), n = o.value("comm_slowdown", 0.0);
+        if (c > 0) compute.push_back(c);
+        if (n > 0) comm.push_back(n);
+      }
+    }
+  if (compute.empty() || comm.empty()) diag.error("/runs", "no GEMM beside a collective of at least 64 MiB");
+  diag.throw_if_errors();
+  const auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  OverlapInterference f;
+  f.source = file;
+  f.compute = std::max(1.0, median_of(compute));
+  f.comm = std::max(1.0, median_of(comm));
+  return f;
+}
+
 }  // namespace clustersim

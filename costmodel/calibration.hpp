@@ -90,4 +90,10 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
 // an InputError with JSON paths.
 HostDispatch fit_host_dispatch(const std::string& file);
 
+// Overlap interference from a clustersim-overlap-bench JSON file (calibration/nccl): the
+// median GEMM slowdown beside a collective, and the median collective slowdown beside
+// GEMMs, over every GPU count, GEMM shape and collective of at least 64 MiB (smaller
+// collectives finish before the GEMM stream settles: their factors are lower bounds).
+OverlapInterference fit_overlap_interference(const std::string& file);
+
 }  // namespace clustersim

@@ -58,7 +58,8 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   GpuProfile p;
   ObjectReader r(doc, "", diag,
                  {"name", "display_name", "status", "sms", "l2", "peak", "memory", "nvlink", "pcie", "efficiency",
-                  "sources", "calibration", "host_dispatch"});
+                  "sources", "calibration", "host_dispatch",
+                  "overlap_interference"});
   if (!r.valid()) return p;
   p.name = r.string("name").value_or("");
   p.display_name = r.string("display_name", false).value_or(p.name);
@@ -192,6 +193,12 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     h.fsdp_mixed_per_unit = t("fsdp_mixed_per_unit");
     h.fsdp2_per_unit = t("fsdp2_per_unit");
   }
+  if (const auto* ov = r.object("overlap_interference", false)) {
+    ObjectReader orr(*ov, "/overlap_interference", diag, {"source", "compute", "comm"});
+    p.interference.source = orr.string("source").value_or("");
+    p.interference.compute = orr.number("compute", 1.0, 10.0).value_or(1.0);
+    p.interference.comm = orr.number("comm", 1.0, 10.0).value_or(1.0);
+  }
   if (const auto* src = r.get("sources")) {
     if (!src->is_array()) diag.error("/sources", "expected an array of strings");
     else
@@ -262,6 +269,9 @@ nlohmann::json to_json(const GpuProfile& p) {
                                          {"points", pts}};
     }
   }
+  if (p.interference.present())
+    doc["overlap_interference"] = {
+        {"source", p.interference.source}, {"compute", p.interference.compute}, {"comm", p.interference.comm}};
   if (p.host.present()) {
     const auto& h = p.host;
     doc["host_dispatch"] = {{"source", h.source},

@@ -88,6 +88,17 @@ struct HostDispatch {
   bool present() const { return eager_per_kernel > 0; }
 };
 
+// How much a collective and the kernels beside it slow each other while both run (NCCL
+// runs as kernels: its channels take SMs and HBM bandwidth from a GEMM, which slows the
+// collective in turn), measured by calibration/nccl's overlap benchmark. 1 when not
+// measured: overlap is then free.
+struct OverlapInterference {
+  double compute = 1;  // GEMM time running beside a collective / alone
+  double comm = 1;     // collective time running beside GEMMs / alone
+  std::string source;
+  bool present() const { return !source.empty(); }
+};
+
 struct GpuProfile {
   std::string name;          // "a100-sxm4-80gb"
   std::string display_name;  // "NVIDIA A100-SXM4-80GB"
@@ -104,6 +115,7 @@ struct GpuProfile {
   Efficiency efficiency;
   Calibration calibration;
   HostDispatch host;
+  OverlapInterference interference;
   std::vector<std::string> sources;
 
   // Peak dense rate for a compute type; 0 when the GPU has no such units.

@@ -169,7 +169,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
         if (const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, plan.dp); block_sync.gather_per_pass > 0)
         st.zero3_gather += zero3_gather_exposed(
             collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, groups.dp, groups.dp_share),
-            c.forward, c.backward + c.recompute);
+            c.forward, c.backward + c.recompute, cluster_.gpu.interference);
     }
     // Tied embeddings live on one GPU when the first and last stage coincide.
     if (p == 1 && g.tied_params > 0) st.params_per_gpu -= g.tied_params / double(t);
@@ -200,7 +200,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     // ZeRO-1/2 overlap the next forward.
     if (plan.overlap_grad_reduce && plan.dp > 1)
       st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
-                                              gradient_bucket_elements(training_.framework, rules_));
+                                              gradient_bucket_elements(training_.framework, rules_),
+                                              cluster_.gpu.interference);
     st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp), rules_);
     e.stages.push_back(st);
   }

@@ -34,8 +34,16 @@ double updated_params(double params, int zero, i64 dp) {
   return zero >= 1 ? params / double(std::max<i64>(1, dp)) : params;
 }
 
-Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward) {
-  return std::max(0.0, gather - forward) + std::max(0.0, gather - backward);
+Seconds overlap_exposed(Seconds compute, Seconds comm, const OverlapInterference& f) {
+  if (compute <= 0 || comm <= 0) return std::max(0.0, comm);
+  const double fc = f.compute, fn = f.comm;
+  if (comm * fn <= compute * fc)  // the collective ends first
+    return comm * fn * (1.0 - 1.0 / fc);
+  return comm + compute * fc * (1.0 - 1.0 / fn) - compute;  // the compute ends first
+}
+
+Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward, const OverlapInterference& f) {
+  return overlap_exposed(forward, gather, f) + overlap_exposed(backward, gather, f);
 }
 
 double gradient_bucket_elements(const FrameworkSpec& f, const PrecisionRules& r) {
@@ -49,9 +57,11 @@ DdpBuckets ddp_buckets(const FrameworkSpec& f, i64 dp) {
 }
 
 Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params,
-                                double bucket_elements) {
+                                double bucket_elements, const OverlapInterference& f) {
+  // All but the last bucket run beside compute; the last one after it.
   const double last_bucket = std::min(1.0, bucket_elements / std::max(1.0, params));
-  return std::max(reduce * last_bucket, reduce - backward) + std::max(gather * last_bucket, gather - forward);
+  return overlap_exposed(backward, reduce * (1 - last_bucket), f) + reduce * last_bucket +
+         overlap_exposed(forward, gather * (1 - last_bucket), f) + gather * last_bucket;
 }
 
 namespace {

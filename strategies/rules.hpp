@@ -47,9 +47,18 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std
 // Parameters whose optimizer step one GPU runs: all it holds, or 1/dp of them under ZeRO >= 1.
 double updated_params(double params, int zero, std::int64_t dp);
 
+// Compute and a collective started together on two streams, each running at 1/factor of
+// its speed while both run (OverlapInterference): when the collective ends first, at
+// comm x f.comm, the compute has done comm x f.comm / f.compute of its work and finishes
+// the rest alone; symmetrically when the compute ends first. Returns the time beyond
+// `compute` (the overlap's exposed part). With factors of 1: max(0, comm - compute).
+Seconds overlap_exposed(Seconds compute, Seconds comm, const OverlapInterference& f);
+
 // ZeRO-3 prefetch: a block's parameter gather runs behind the previous block's compute,
-// so only what exceeds that compute is exposed, in forward and again in backward.
-Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward);
+// so only what exceeds that compute is exposed, in forward and again in backward (and
+// the two slow each other while they overlap).
+Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward,
+                             const OverlapInterference& f = OverlapInterference{});
 
 // Gradient buckets, reduced while the last micro-batch runs backward; the last bucket
 // cannot hide behind compute. Megatron-LM: 40 M elements; PyTorch DDP: bucket_cap bytes
@@ -65,7 +74,7 @@ DdpBuckets ddp_buckets(const FrameworkSpec& f, std::int64_t dp);
 // Exposed data-parallel time when the reduction (and the ZeRO-1/2 parameter all-gather,
 // which overlaps the next forward) overlap compute: at least the last bucket's share.
 Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params,
-                                double bucket_elements);
+                                double bucket_elements, const OverlapInterference& f = OverlapInterference{});
 
 // The optimizer step over the `params` a GPU updates (after ZeRO): it reads and writes
 // every state once (PrecisionRules::optimizer_step_bytes) and the gradient-norm pass

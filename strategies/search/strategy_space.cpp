@@ -171,7 +171,7 @@ class Enumerator {
     if (sync.gather_bytes > 0) cost.dp_sync += over_data_axes(Collective::all_gather, sync.gather_bytes, on);
     if (sync.gather_per_pass > 0)
       cost.zero3_gather += zero3_gather_exposed(over_data_axes(Collective::all_gather, sync.gather_per_pass, on),
-                                                cost.forward, cost.backward + cost.recompute);
+                                                cost.forward, cost.backward + cost.recompute, c_.gpu.interference);
     cost.optimizer += optimizer_step_marginal(km_, updated_params(params, zero, d), p_.rules);
   }
 

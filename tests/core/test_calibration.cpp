@@ -25,6 +25,9 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   const std::string host = kData + "host-dispatch-2026-11-26.json";
   fitted.host = fit_host_dispatch(host);
   fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + host);
+  const std::string overlap = kData + "overlap-2026-11-26.json";
+  fitted.interference = fit_overlap_interference(overlap);
+  fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " + overlap);
   const auto shipped = find_gpu_profile("h100-sxm5-80gb");
   REQUIRE(shipped);
   CHECK(shipped->status == "calibrated");
@@ -32,6 +35,7 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   //   calibration/data/h100-sxm5-80gb/microbench-2026-11-26.json
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
   //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json
+  //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
   //   --name h100-sxm5-80gb --holdout 0 --out costmodel/profiles/h100-sxm5-80gb.json
   CHECK(to_json(fitted).dump() == to_json(*shipped).dump());
 }

@@ -21,15 +21,21 @@ TEST_CASE("consistency: estimator and search cost the same manual plans alike", 
   for (const auto& row : test::consistency_grid()) {
     const Scenario& s = row.scenario;
     INFO(row.label);
-    const Prediction e = make_estimator(s).estimate(s.plan);
+    const Estimator est = make_estimator(s);
+    const Prediction e = est.estimate(s.plan);
     const search::SearchPlan plan = search::cost_manual_plan(s);
+    // The search's per-op collectives only add latency, except where ZeRO-3 gathers overlap
+    // compute on a GPU with measured interference: the slowdown of an overlap is not additive
+    // over ops (rules.hpp overlap_exposed), so the per-op sum may fall below the block's.
+    const bool ordered = s.model.family != ModelFamily::moe || s.plan.dp == 1;
+    const bool additive = !(s.plan.zero == 3 && s.plan.dp > 1 && est.cluster().gpu.interference.present());
     const Prediction& p = plan.prediction;
     const double diff = (p.iteration_time - e.iteration_time) / e.iteration_time;
     std::printf("%-40s %14.0f %14.0f %12.6f %12.6f %+7.2f%%\n", row.label.c_str(), e.memory_per_gpu, p.memory_per_gpu,
                 e.iteration_time, p.iteration_time, 100 * diff);
     REQUIRE(std::isfinite(e.iteration_time));
     REQUIRE(p.stages.size() == e.stages.size());
-    const bool moe_dp = s.model.family == ModelFamily::moe && s.plan.dp > 1;
+    const bool moe_dp = !ordered;
     for (std::size_t j = 0; j < e.stages.size(); ++j) {
       const StagePrediction &a = e.stages[j], &b = p.stages[j];
       INFO("stage " << j);
@@ -45,9 +51,8 @@ TEST_CASE("consistency: estimator and search cost the same manual plans alike", 
       CHECK(b.recompute == Approx(a.recompute).epsilon(1e-9).margin(1e-15));
       CHECK(b.p2p == Approx(a.p2p).epsilon(1e-9).margin(1e-15));
       if (!moe_dp) CHECK(b.optimizer == Approx(a.optimizer).epsilon(1e-9));
-      // The search's per-op collectives only add latency.
       CHECK(b.tp_comm >= a.tp_comm * (1 - 1e-9));
-      if (!moe_dp) CHECK(b.dp_exposed + b.zero3_gather >= (a.dp_exposed + a.zero3_gather) * (1 - 1e-9));
+      if (!moe_dp && additive) CHECK(b.dp_exposed + b.zero3_gather >= (a.dp_exposed + a.zero3_gather) * (1 - 1e-9));
     }
     CHECK(std::fabs(p.memory_per_gpu - e.memory_per_gpu) < 1.0);
     CHECK(p.fits == e.fits);
@@ -55,7 +60,7 @@ TEST_CASE("consistency: estimator and search cost the same manual plans alike", 
     CHECK(p.model_flops == Approx(e.model_flops).epsilon(1e-9));
     CHECK(p.parameters == Approx(e.parameters).epsilon(1e-12));
     CHECK(std::fabs(diff) <= test::search_time_tolerance(s));
-    if (!moe_dp) CHECK(diff >= -1e-9);
+    if (!moe_dp && additive) CHECK(diff >= -1e-9);
     if (s.plan.dp == 1 && std::fabs(diff) > worst) {
       worst = std::fabs(diff);
       worst_row = row.label;

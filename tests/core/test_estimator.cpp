@@ -197,5 +197,10 @@ TEST_CASE("tied embeddings split over stages of one node sync over NVLink, not a
   CHECK(std::isfinite(e.iteration_time));
   CHECK(std::isfinite(e.tflops_per_gpu));
   CHECK(e.iteration_time > 0);
-  CHECK(e.breakdown.dp_comm_exposed < 0.01 * e.iteration_time);
+  // The tied all-reduce over NVLink is a small part of the data-parallel time.
+  doc["model"]["tie_embeddings"] = false;
+  const Prediction untied = run(doc);
+  std::printf("exposed data-parallel time: tied %.6f s, untied %.6f s\n", e.breakdown.dp_comm_exposed,
+              untied.breakdown.dp_comm_exposed);
+  CHECK(e.breakdown.dp_comm_exposed - untied.breakdown.dp_comm_exposed < 0.01 * e.iteration_time);
 }
