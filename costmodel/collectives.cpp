@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/nvlink_mesh.hpp"
+
 namespace clustersim {
 
 std::string_view to_string(Collective c) {
@@ -29,11 +31,39 @@ AllReduceAlgorithm choose_all_reduce(std::int64_t ranks, Bytes bytes, double ban
   return tree < ring ? AllReduceAlgorithm::tree : AllReduceAlgorithm::ring;
 }
 
+std::vector<std::vector<int>> node_placements(std::int64_t gpus_per_node, std::int64_t per_node, std::int64_t stride) {
+  std::vector<std::vector<int>> sets;
+  const std::int64_t k = std::clamp<std::int64_t>(per_node, 1, std::max<std::int64_t>(1, gpus_per_node));
+  if (stride <= 0) {
+    sets = node_placements(gpus_per_node, k, 1);
+    const std::int64_t even = std::max<std::int64_t>(1, gpus_per_node / k);
+    if (even > 1)
+      for (auto& set : node_placements(gpus_per_node, k, even)) sets.push_back(std::move(set));
+    return sets;
+  }
+  for (std::int64_t o = 0; o + (k - 1) * stride < gpus_per_node; ++o) {
+    if (o % (k * stride) >= stride) continue;
+    std::vector<int> set;
+    for (std::int64_t i = 0; i < k; ++i) set.push_back(static_cast<int>(o + i * stride));
+    sets.push_back(std::move(set));
+  }
+  return sets;
+}
+
+BytesPerSecond intra_ring_bandwidth(const ClusterModel& c, const Group& g) {
+  if (c.fabric != Fabric::nvlink_mesh) return c.intra_bandwidth * c.gpu.efficiency.collective_nvlink;
+  const MeshWiring w = mesh_wiring(c);
+  double slowest = 1e300;
+  for (const auto& set : node_placements(c.gpus_per_node, g.per_node, g.stride))
+    slowest = std::min(slowest, ring_bandwidth(w, hybrid_cube_mesh_rings(set)));
+  return slowest;
+}
+
 Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Group g, double node_share) {
   const double n = double(g.size);
   if (g.size <= 1 || bytes <= 0) return 0;
   const bool multi_node = g.nodes() > 1;
-  const double intra_bw = c.intra_bandwidth * c.gpu.efficiency.collective_nvlink;
+  const double intra_bw = g.per_node > 1 ? intra_ring_bandwidth(c, g) : 0.0;
   const double net_bw = c.node_network_bandwidth() * c.gpu.efficiency.collective_network * node_share;
   const double alpha = multi_node ? c.inter_latency : c.intra_latency;
   // Bottleneck bandwidth of a ring through the group (per ring-edge stream).
@@ -44,6 +74,12 @@ Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Gro
 
   switch (kind) {
     case Collective::all_reduce:
+      // Inside one node of an NVLink mesh the ring: a binary tree's edges are not the
+      // NVLinks there, and NCCL's tree inside a node is a chain that pays the ring's
+      // 2(n-1) intra-node latencies (tuning.cc: 2 ((nRanks/nNodes-1) intraLat +
+      // log2(nNodes) interLat)), so its tuner never picks it on one node.
+      if (c.fabric == Fabric::nvlink_mesh && !multi_node)
+        return all_reduce_time(AllReduceAlgorithm::ring, g.size, bytes, ring_bw, alpha);
       return all_reduce_time(choose_all_reduce(g.size, bytes, ring_bw, alpha), g.size, bytes, ring_bw, alpha);
     case Collective::all_gather:
     case Collective::reduce_scatter: return steps / n * bytes / ring_bw + steps * alpha;
@@ -58,7 +94,13 @@ Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Gro
     case Collective::all_to_all: {
       const double local = double(g.per_node);
       double t = 0;
-      if (g.per_node > 1) t = std::max(t, bytes * (local - 1) / n / intra_bw);
+      if (g.per_node > 1 && c.fabric == Fabric::nvlink_mesh) {
+        const MeshWiring w = mesh_wiring(c);
+        for (const auto& set : node_placements(c.gpus_per_node, g.per_node, g.stride))
+          t = std::max(t, mesh_all_to_all_time(w, set, bytes / n));
+      } else if (g.per_node > 1) {
+        t = std::max(t, bytes * (local - 1) / n / intra_bw);
+      }
       if (multi_node) t = std::max(t, local * bytes * (n - local) / n / net_bw);
       return t + steps * alpha;
     }

@@ -1,9 +1,10 @@
 // Fabric nvlink-mesh (costmodel/nvlink_mesh.hpp): the DGX-1V wiring, the rings packed
-// on it against figures derived by hand.
+// on it against figures derived by hand, and collective_time on those rings.
 #include <catch2/catch.hpp>
 #include <array>
 #include <cstdio>
 
+#include "costmodel/collectives.hpp"
 #include "costmodel/nvlink_mesh.hpp"
 
 using namespace clustersim;
@@ -159,4 +160,68 @@ TEST_CASE("nvlink-mesh: a group without an NVLink ring goes through the host ove
   CHECK(ring_bandwidth(w, five) == Approx(pcie));
   std::printf("no NVLink ring over {0, 5} or {0, ..., 4}: %.1f GB/s through the host (PCIe 16 GB/s x 0.70)\n",
               ring_bandwidth(w, pair) / 1e9);
+}
+
+TEST_CASE("nvlink-mesh: collective_time prices the packed rings", "[collectives][mesh]") {
+  const double B = 1e9, eff = 0.70, lat = 5e-6;
+  SECTION("all 8 GPUs: the full 150 GB/s, as a switch would give") {
+    const ClusterModel c = dgx1();
+    const double bw = 6 * kLink * eff;
+    CHECK(collective_time(c, Collective::all_reduce, B, Group{8, 8}, 1.0) ==
+          Approx(2 * 7.0 / 8 * B / bw + 14 * lat).epsilon(1e-12));
+    CHECK(collective_time(c, Collective::all_gather, B, Group{8, 8}, 1.0) ==
+          Approx(7.0 / 8 * B / bw + 7 * lat).epsilon(1e-12));
+  }
+  SECTION("a 4-GPU node (p3.8xlarge, or GPUs 0-3 of a DGX-1): 100 GB/s") {
+    const ClusterModel c = dgx1(4);
+    const double bw = 4 * kLink * eff;
+    CHECK(collective_time(c, Collective::all_reduce, B, Group{4, 4}, 1.0) ==
+          Approx(2 * 3.0 / 4 * B / bw + 6 * lat).epsilon(1e-12));
+  }
+  SECTION("a 2-GPU node: GPUs 0 and 1, one NVLink") {
+    const ClusterModel c = dgx1(2);
+    CHECK(collective_time(c, Collective::all_reduce, B, Group{2, 2}, 1.0) ==
+          Approx(B / (kLink * eff) + 2 * lat).epsilon(1e-12));
+    CHECK(collective_time(c, Collective::send_recv, B, Group{2, 2}, 1.0) == Approx(B / (kLink * eff) + lat).epsilon(1e-12));
+  }
+  SECTION("placements: a known stride picks its sets, an unknown one the slower placement") {
+    const ClusterModel c = dgx1();
+    // Groups of 4 on 8 GPUs: adjacent {0-3}, {4-7} have 4 links each, strided
+    // {0,2,4,6}, {1,3,5,7} only 2.
+    CHECK(intra_ring_bandwidth(c, Group{4, 4, 1}) == Approx(4 * kLink * eff));
+    CHECK(intra_ring_bandwidth(c, Group{4, 4, 2}) == Approx(2 * kLink * eff));
+    CHECK(intra_ring_bandwidth(c, Group{4, 4}) == Approx(2 * kLink * eff));
+    // Pairs: {0,1} NV1 bounds the adjacent ones, {2,6} NV1 the stride-4 ones.
+    CHECK(intra_ring_bandwidth(c, Group{2, 2, 1}) == Approx(kLink * eff));
+    CHECK(intra_ring_bandwidth(c, Group{2, 2, 4}) == Approx(kLink * eff));
+    CHECK(node_placements(8, 4, 2) == std::vector<std::vector<int>>{{0, 2, 4, 6}, {1, 3, 5, 7}});
+    CHECK(node_placements(8, 2, 6) == std::vector<std::vector<int>>{{0, 6}, {1, 7}});
+    CHECK(node_placements(8, 4, 0).size() == 4);
+  }
+  SECTION("all-to-all: direct NVLinks, host-routed pairs share each GPU's PCIe link") {
+    // 8 GPUs: every GPU has 3 peers without NVLink (B/8 each over its PCIe link) and
+    // NV1 peers (B/8 over one link): the PCIe link is the bottleneck.
+    const ClusterModel c = dgx1();
+    const double expected = std::max(3 * B / 8 / (16e9 * eff), B / 8 / (kLink * eff)) + 7 * lat;
+    CHECK(collective_time(c, Collective::all_to_all, B, Group{8, 8}, 1.0) == Approx(expected).epsilon(1e-12));
+    // A quad is fully NVLinked: its NV1 pairs bound it.
+    const ClusterModel c4 = dgx1(4);
+    CHECK(collective_time(c4, Collective::all_to_all, B, Group{4, 4}, 1.0) ==
+          Approx(B / 4 / (kLink * eff) + 3 * lat).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("nvlink-mesh: nodes the hybrid cube mesh does not define are an input error", "[collectives][mesh]") {
+  ClusterSpec spec;
+  spec.gpu = "v100-sxm2-16gb";
+  spec.gpus_per_node = 16;
+  spec.intra_node.fabric = Fabric::nvlink_mesh;
+  Diagnostics diag("x.json");
+  (void)resolve_cluster(spec, diag);
+  REQUIRE_FALSE(diag.ok());
+  const std::string message = diag.problems().front().to_string();
+  INFO(message);
+  CHECK_THAT(message, Catch::Contains("/cluster/gpus_per_node"));
+  CHECK_THAT(message, Catch::Contains("at most 8"));
+  CHECK_THAT(message, Catch::Contains("got 16"));
 }
