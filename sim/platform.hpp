@@ -4,7 +4,10 @@
 //
 //   intra-node   nvswitch: each GPU has its own split-duplex link to the node's
 //                crossbar (up = what it sends, down = what it receives);
-//                nvlink-mesh: one split-duplex link per GPU pair (bandwidth / (g-1));
+//                nvlink-mesh: as a DGX-1V is wired (costmodel/nvlink_mesh.hpp): one
+//                split-duplex link per GPU pair with NVLinks (links x bandwidth / 6),
+//                and for pairs without, a route through the host over each GPU's own
+//                PCIe link (the profile's PCIe bandwidth, half the latency on each);
 //                pcie: each GPU's split-duplex link to the node's PCIe switch.
 //   GPU <-> NIC  a PCIe link (the GPU profile's PCIe bandwidth); GPU i uses NIC
 //                i mod nics_per_node (the usual DGX pairing).
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "costmodel/cluster.hpp"
+#include "costmodel/nvlink_mesh.hpp"
 
 namespace simgrid::s4u {
 class Host;
@@ -41,6 +45,9 @@ struct Platform {
   std::int64_t gpus_per_node = 1;
   std::int64_t links = 0;
   bool switched_nodes = true;  // nvswitch or pcie switch (not a direct mesh)
+  // Built from fabric nvlink-mesh (gpus > 0): every node's wiring; ring collectives
+  // inside a node follow the rings costmodel packs on it (hybrid_cube_mesh_rings).
+  MeshWiring mesh;
   nlohmann::json description;  // what was built, for provenance
 };
 
