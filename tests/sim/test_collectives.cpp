@@ -181,3 +181,15 @@ TEST_CASE("nvlink-mesh: pairs without NVLink go through the host over each GPU's
   std::printf("all-to-all over 8 GPUs: estimated %.6f s, simulated %.6f s\n", a2a_est, a2a);
   CHECK(a2a == Approx(a2a_est).epsilon(0.02));
 }
+
+TEST_CASE("tree all-reduce across nodes with several GPUs each: trees over the nodes, chains inside", "[sim][collectives]") {
+  // 8 nodes of 8 GPUs, one NIC each: NCCL's double binary tree puts about B per phase and
+  // direction on a node's NIC (2 B / bw in all, the estimator's tree); a binary tree over
+  // the 64 ranks in rank order put up to 16 tree edges on one NIC (8x slower).
+  const ClusterModel c = cluster(8, 8, 1);
+  const double B = 80e6, nic = c.nic_bandwidth * c.gpu.efficiency.collective_network;
+  const double expected = all_reduce_time(AllReduceAlgorithm::tree, 64, B, nic, c.inter_latency);
+  const double t = sim::time_collectives(c, {{"tree", Collective::all_reduce, B, {ranks(0, 64)}}}).at(0);
+  std::printf("tree all-reduce 8 nodes x 8 GPUs, one NIC each: expected %.6f s, simulated %.6f s\n", expected, t);
+  CHECK(t == Approx(expected).epsilon(0.02));
+}
