@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "costmodel/nvlink_mesh.hpp"
 
@@ -50,12 +52,46 @@ std::vector<std::vector<int>> node_placements(std::int64_t gpus_per_node, std::i
   return sets;
 }
 
+namespace {
+
+// The mesh figures of every placement of a group shape, in links (mesh_links): kept for
+// every node size, group size and stride the hybrid cube mesh has, because the
+// estimator and the search ask for them in their inner loops.
+std::vector<MeshLinks> placement_links(std::int64_t gpus_per_node, std::int64_t per_node, std::int64_t stride) {
+  std::vector<MeshLinks> out;
+  for (const auto& set : node_placements(gpus_per_node, per_node, stride))
+    out.push_back(mesh_links(hybrid_cube_mesh(), set, hybrid_cube_mesh_rings(set)));
+  return out;
+}
+
+const std::vector<MeshLinks>& mesh_placement_links(std::int64_t gpus_per_node, std::int64_t per_node, std::int64_t stride) {
+  constexpr std::int64_t G = kHybridCubeMeshGpus;
+  static const std::vector<std::vector<MeshLinks>> table = [] {
+    std::vector<std::vector<MeshLinks>> t(static_cast<std::size_t>((G + 1) * (G + 1) * G));
+    for (std::int64_t g = 1; g <= G; ++g)
+      for (std::int64_t k = 1; k <= g; ++k)
+        for (std::int64_t s = 0; s < G; ++s) t[static_cast<std::size_t>((g * (G + 1) + k) * G + s)] = placement_links(g, k, s);
+    return t;
+  }();
+  if (gpus_per_node < 1 || gpus_per_node > G)
+    throw std::invalid_argument("nvlink-mesh: no hybrid cube mesh of " + std::to_string(gpus_per_node) + " GPUs");
+  const std::int64_t k = std::clamp<std::int64_t>(per_node, 1, gpus_per_node);
+  const auto at = [&](std::int64_t s) -> const std::vector<MeshLinks>& {
+    return table[static_cast<std::size_t>((gpus_per_node * (G + 1) + k) * G + s)];
+  };
+  // A stride that places no group of this size on the node says nothing: as unknown.
+  if (stride <= 0 || stride >= G || at(stride).empty()) return at(0);
+  return at(stride);
+}
+
+}  // namespace
+
 BytesPerSecond intra_ring_bandwidth(const ClusterModel& c, const Group& g) {
   if (c.fabric != Fabric::nvlink_mesh) return c.intra_bandwidth * c.gpu.efficiency.collective_nvlink;
-  const MeshWiring w = mesh_wiring(c);
+  const BytesPerSecond link = mesh_link_bandwidth(c), host = mesh_host_bandwidth(c);
   double slowest = 1e300;
-  for (const auto& set : node_placements(c.gpus_per_node, g.per_node, g.stride))
-    slowest = std::min(slowest, ring_bandwidth(w, hybrid_cube_mesh_rings(set)));
+  for (const auto& l : mesh_placement_links(c.gpus_per_node, g.per_node, g.stride))
+    slowest = std::min(slowest, ring_bandwidth(l, link, host));
   return slowest;
 }
 
@@ -95,9 +131,9 @@ Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Gro
       const double local = double(g.per_node);
       double t = 0;
       if (g.per_node > 1 && c.fabric == Fabric::nvlink_mesh) {
-        const MeshWiring w = mesh_wiring(c);
-        for (const auto& set : node_placements(c.gpus_per_node, g.per_node, g.stride))
-          t = std::max(t, mesh_all_to_all_time(w, set, bytes / n));
+        const BytesPerSecond link = mesh_link_bandwidth(c), host = mesh_host_bandwidth(c);
+        for (const auto& l : mesh_placement_links(c.gpus_per_node, g.per_node, g.stride))
+          t = std::max(t, mesh_all_to_all_time(l, link, host, bytes / n));
       } else if (g.per_node > 1) {
         t = std::max(t, bytes * (local - 1) / n / intra_bw);
       }

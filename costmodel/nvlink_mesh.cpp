@@ -33,12 +33,17 @@ MeshWiring mesh_wiring(const ClusterModel& c) {
   w.gpus = static_cast<int>(c.gpus_per_node);
   for (const auto& p : hybrid_cube_mesh())
     if (p.b < w.gpus) w.pairs.push_back(p);
-  const double eff = c.gpu.efficiency.collective_nvlink;
-  w.link_bandwidth = c.intra_bandwidth / kHybridCubeMeshLinksPerGpu * eff;
-  // The pcie fabric scales PCIe by the same intra-node NCCL efficiency.
-  w.host_bandwidth = c.gpu.pcie_bandwidth * eff;
+  w.link_bandwidth = mesh_link_bandwidth(c);
+  w.host_bandwidth = mesh_host_bandwidth(c);
   return w;
 }
+
+BytesPerSecond mesh_link_bandwidth(const ClusterModel& c) {
+  return c.intra_bandwidth / kHybridCubeMeshLinksPerGpu * c.gpu.efficiency.collective_nvlink;
+}
+
+// The pcie fabric scales PCIe by the same intra-node NCCL efficiency.
+BytesPerSecond mesh_host_bandwidth(const ClusterModel& c) { return c.gpu.pcie_bandwidth * c.gpu.efficiency.collective_nvlink; }
 
 int MeshRings::width() const {
   int w = 0;
@@ -233,34 +238,62 @@ const MeshRings& hybrid_cube_mesh_rings(const std::vector<int>& members) {
   return table[mask];
 }
 
-BytesPerSecond ring_bandwidth(const MeshWiring& w, const MeshRings& r) {
-  if (r.rings.empty()) return std::numeric_limits<double>::infinity();
-  if (r.nvlink) return double(r.width()) * w.link_bandwidth;
-  const auto& order = r.rings.front().order;
-  double slowest = std::numeric_limits<double>::infinity();
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const int links = w.links(order[i], order[(i + 1) % order.size()]);
-    slowest = std::min(slowest, links > 0 ? double(links) * w.link_bandwidth : w.host_bandwidth);
+MeshLinks mesh_links(const std::vector<NvlinkPair>& pairs, const std::vector<int>& members, const MeshRings& rings) {
+  const auto links = [&](int a, int b) {
+    if (a > b) std::swap(a, b);
+    for (const auto& p : pairs)
+      if (p.a == a && p.b == b) return p.links;
+    return 0;
+  };
+  MeshLinks l;
+  if (rings.nvlink) {
+    l.ring_width = rings.width();
+  } else {
+    const auto& order = rings.rings.front().order;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const int k = links(order[i], order[(i + 1) % order.size()]);
+      if (k == 0) l.fallback_host_hop = true;
+      else if (l.fallback_fewest_links == 0 || k < l.fallback_fewest_links) l.fallback_fewest_links = k;
+    }
   }
-  return slowest;
-}
-
-Seconds mesh_all_to_all_time(const MeshWiring& w, const std::vector<int>& members, Bytes per_peer) {
-  Seconds t = 0;
   for (int a : members) {
     int through_host = 0;
     for (int b : members) {
       if (a == b) continue;
-      if (const int links = w.links(a, b); links > 0)
-        t = std::max(t, per_peer / (double(links) * w.link_bandwidth));
-      else
-        ++through_host;
+      const int k = links(a, b);
+      if (k == 0) ++through_host;
+      else if (l.fewest_links == 0 || k < l.fewest_links) l.fewest_links = k;
     }
-    // Its PCIe link carries every host-routed piece it sends (and, by symmetry of the
-    // pattern, as many it receives).
-    if (through_host > 0) t = std::max(t, double(through_host) * per_peer / w.host_bandwidth);
+    l.most_host_peers = std::max(l.most_host_peers, through_host);
   }
+  return l;
+}
+
+BytesPerSecond ring_bandwidth(const MeshLinks& l, BytesPerSecond link_bandwidth, BytesPerSecond host_bandwidth) {
+  if (l.ring_width > 0) return double(l.ring_width) * link_bandwidth;
+  double slowest = std::numeric_limits<double>::infinity();
+  if (l.fallback_fewest_links > 0) slowest = double(l.fallback_fewest_links) * link_bandwidth;
+  if (l.fallback_host_hop) slowest = std::min(slowest, host_bandwidth);
+  return slowest;
+}
+
+Seconds mesh_all_to_all_time(const MeshLinks& l, BytesPerSecond link_bandwidth, BytesPerSecond host_bandwidth,
+                             Bytes per_peer) {
+  // Every pair's own NVLinks carry one piece each way; a GPU's PCIe link carries every
+  // host-routed piece it sends (and as many it receives).
+  Seconds t = 0;
+  if (l.fewest_links > 0) t = per_peer / (double(l.fewest_links) * link_bandwidth);
+  if (l.most_host_peers > 0) t = std::max(t, double(l.most_host_peers) * per_peer / host_bandwidth);
   return t;
+}
+
+BytesPerSecond ring_bandwidth(const MeshWiring& w, const MeshRings& r) {
+  if (r.rings.empty()) return std::numeric_limits<double>::infinity();
+  return ring_bandwidth(mesh_links(w.pairs, {}, r), w.link_bandwidth, w.host_bandwidth);
+}
+
+Seconds mesh_all_to_all_time(const MeshWiring& w, const std::vector<int>& members, Bytes per_peer) {
+  return mesh_all_to_all_time(mesh_links(w.pairs, members, MeshRings{}), w.link_bandwidth, w.host_bandwidth, per_peer);
 }
 
 }  // namespace clustersim

@@ -76,6 +76,10 @@ struct MeshWiring {
 // Requires c.fabric == nvlink_mesh and 1 <= gpus_per_node <= 8 (resolve_cluster checks);
 // throws std::invalid_argument otherwise.
 MeshWiring mesh_wiring(const ClusterModel& c);
+// One NVLink's and one GPU's host link bandwidth (per direction, achievable) of a cluster,
+// without building the wiring.
+BytesPerSecond mesh_link_bandwidth(const ClusterModel& c);
+BytesPerSecond mesh_host_bandwidth(const ClusterModel& c);
 
 // A directed ring over local GPU indices: order[i] sends to order[i+1] (wrapping).
 struct MeshRing {
@@ -101,5 +105,21 @@ BytesPerSecond ring_bandwidth(const MeshWiring& w, const MeshRings& r);
 // at once, directly (over the pair's NVLinks, or through the host's PCIe links): the
 // most loaded link's bytes over its bandwidth.
 Seconds mesh_all_to_all_time(const MeshWiring& w, const std::vector<int>& members, Bytes per_peer);
+
+// The same two figures in links, independent of any bandwidth, so that the estimator can
+// keep them per group shape and scale them by a cluster's link and host bandwidths.
+struct MeshLinks {
+  // Ring: the packed rings' width, or for the host fallback (width 0) the fewest
+  // NVLinks on its NVLink hops (0: none) and whether a hop goes through the host.
+  int ring_width = 0, fallback_fewest_links = 0;
+  bool fallback_host_hop = false;
+  // All-to-all: the fewest NVLinks between two linked members (0: none), and the most
+  // members one GPU reaches only through the host.
+  int fewest_links = 0, most_host_peers = 0;
+};
+MeshLinks mesh_links(const std::vector<NvlinkPair>& pairs, const std::vector<int>& members, const MeshRings& rings);
+BytesPerSecond ring_bandwidth(const MeshLinks& l, BytesPerSecond link_bandwidth, BytesPerSecond host_bandwidth);
+Seconds mesh_all_to_all_time(const MeshLinks& l, BytesPerSecond link_bandwidth, BytesPerSecond host_bandwidth,
+                             Bytes per_peer);
 
 }  // namespace clustersim

@@ -198,6 +198,26 @@ TEST_CASE("nvlink-mesh: collective_time prices the packed rings", "[collectives]
     CHECK(node_placements(8, 2, 6) == std::vector<std::vector<int>>{{0, 6}, {1, 7}});
     CHECK(node_placements(8, 4, 0).size() == 4);
   }
+  SECTION("the per-shape figures collective_time keeps equal the rings' and the all-to-all's own") {
+    for (std::int64_t gpn = 2; gpn <= 8; ++gpn) {
+      const ClusterModel c = dgx1(gpn);
+      const MeshWiring w = mesh_wiring(c);
+      for (std::int64_t k = 2; k <= gpn; ++k)
+        for (std::int64_t stride = 0; stride < gpn; ++stride) {
+          const auto sets = node_placements(gpn, k, stride);
+          if (sets.empty()) continue;
+          double ring = 1e300, a2a = 0;
+          for (const auto& set : sets) {
+            ring = std::min(ring, ring_bandwidth(w, hybrid_cube_mesh_rings(set)));
+            a2a = std::max(a2a, mesh_all_to_all_time(w, set, B / double(k)));
+          }
+          INFO(gpn << " GPUs, groups of " << k << ", stride " << stride);
+          CHECK(intra_ring_bandwidth(c, Group{k, k, stride}) == Approx(ring).epsilon(1e-12));
+          CHECK(collective_time(c, Collective::all_to_all, B, Group{k, k, stride}, 1.0) ==
+                Approx(a2a + double(k - 1) * lat).epsilon(1e-12));
+        }
+    }
+  }
   SECTION("all-to-all: direct NVLinks, host-routed pairs share each GPU's PCIe link") {
     // 8 GPUs: every GPU has 3 peers without NVLink (B/8 each over its PCIe link) and
     // NV1 peers (B/8 over one link): the PCIe link is the bottleneck.
