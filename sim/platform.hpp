@@ -7,7 +7,8 @@
 //                nvlink-mesh: as a DGX-1V is wired (costmodel/nvlink_mesh.hpp): one
 //                split-duplex link per GPU pair with NVLinks (links x bandwidth / 6),
 //                and for pairs without, a route through the host over each GPU's own
-//                PCIe link (the profile's PCIe bandwidth, half the latency on each);
+//                PCIe link (the profile's PCIe bandwidth, half the latency on each;
+//                separate from the GPU's PCIe link to its NIC, as the pcie fabric's);
 //                pcie: each GPU's split-duplex link to the node's PCIe switch.
 //   GPU <-> NIC  a PCIe link (the GPU profile's PCIe bandwidth); GPU i uses NIC
 //                i mod nics_per_node (the usual DGX pairing).
@@ -20,7 +21,8 @@
 //                  a spine whose per-rail uplink carries nodes x nic_bandwidth /
 //                  oversubscription (cross-rail traffic only).
 // Latency: a route's latency equals the scenario's: half on each GPU link inside a node
-// (sender up + receiver down), half on each NIC link across nodes.
+// (sender up + receiver down; all of it on a mesh pair's NVLink link), half on each NIC
+// link across nodes.
 // Bandwidths are scaled by the GPU profile's NCCL efficiencies (collective_nvlink for
 // the intra-node fabric, collective_network for NICs), the same achievable fractions
 // the analytical estimator uses, so that the two agree on contention-free cases.

@@ -35,7 +35,9 @@ const std::vector<AlgorithmInfo>& collective_algorithms() {
        "chunked, pipelined ring aggregated to one flow per edge per phase plus the per-step latencies",
        {C::all_reduce, C::all_gather, C::reduce_scatter, C::broadcast},
        ring_pipelined},
-      {"tree", "double binary tree all-reduce: reduce up both trees, then broadcast down, B/2 per tree",
+      {"tree",
+       "double binary tree all-reduce: reduce up both trees, then broadcast down, B/2 per tree (across nodes: trees "
+       "over the nodes, chains inside them)",
        {C::all_reduce},
        double_binary_tree},
   };
