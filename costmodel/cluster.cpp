@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "costmodel/nvlink_mesh.hpp"
 #include "scenarios/json_reader.hpp"
 
 namespace clustersim {
@@ -46,6 +47,18 @@ ClusterModel resolve_cluster(const ClusterSpec& spec, Diagnostics& diag) {
   }
   if (c.intra_bandwidth <= 0 && c.gpus_per_node > 1)
     diag.error("/cluster/intra_node/bandwidth", "no intra-node bandwidth: give one (the GPU profile has none)");
+  if (c.fabric == Fabric::nvlink_mesh) {
+    // The wiring is DGX-1V's hybrid cube mesh (costmodel/nvlink_mesh.hpp), which has 8 GPUs.
+    if (c.gpus_per_node > kHybridCubeMeshGpus)
+      diag.error("/cluster/gpus_per_node",
+                 fmt::format("fabric nvlink-mesh is the DGX-1 hybrid cube mesh of {} GPUs: expected at most {} GPUs per "
+                             "node, got {} (use fabric nvswitch for larger nodes)",
+                             kHybridCubeMeshGpus, kHybridCubeMeshGpus, c.gpus_per_node));
+    else if (c.gpu.pcie_bandwidth <= 0 && mesh_wiring(c).pairs.size() * 2 < std::size_t(c.gpus_per_node * (c.gpus_per_node - 1)))
+      diag.error("/cluster/gpu", fmt::format("profile {} has no PCIe bandwidth, which fabric nvlink-mesh needs for the GPU "
+                                             "pairs of a {}-GPU node without NVLink",
+                                             c.gpu.name, c.gpus_per_node));
+  }
   return c;
 }
 

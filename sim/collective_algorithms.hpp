@@ -61,11 +61,27 @@ void node_aggregated(Network& net, const CollectiveCall& call);
 void all_to_all_direct(Network& net, const CollectiveCall& call);
 void point_to_point(Network& net, const CollectiveCall& call);
 
-// Shared by the ring algorithms: the ring orders ("channels") of a group. A group
-// with several ranks per node spanning nodes gets one channel per local rank, each
-// leaving every node from a different GPU (and so a different NIC), as NCCL's rings
-// do; otherwise one ring in rank order.
-std::vector<std::vector<std::int64_t>> ring_channels(const Network& net, const std::vector<std::int64_t>& group);
+// Shared by the ring algorithms: the ring orders ("channels") of a group and the share
+// of the data each carries. Inside one node of an NVLink mesh: the rings costmodel
+// packs on the node's wiring (hybrid_cube_mesh_rings), each carrying its width's share
+// and capped at its width of NVLinks, so both sides use the same rings; otherwise one
+// ring in rank order. A group with several ranks per node spanning nodes gets one
+// channel per local rank (per ring on a mesh), each leaving every node from a different
+// GPU (and so a different NIC), as NCCL's rings do.
+struct RingChannel {
+  std::vector<std::int64_t> order;  // global ranks: order[i] sends to order[i+1], wrapping
+  double share = 1;                 // fraction of the collective's data it carries
+  double max_rate = 0;              // bytes/s its edge flows may not exceed; 0: no cap
+};
+std::vector<RingChannel> ring_channels(const Network& net, const std::vector<std::int64_t>& group);
+// What "auto" judges an all-reduce's ring by, as the estimator's bandwidth and alpha:
+// the rate (bytes/s per rank) the call's rings stream at on their own, and a step's
+// latency (the slowest ring edge's route).
+struct RingRate {
+  double bandwidth = 0;
+  Seconds latency = 0;
+};
+RingRate ring_rate(Network& net, const CollectiveCall& call);
 // Steps a ring collective takes over n ranks: 2(n-1) for all-reduce, n-1 otherwise.
 std::int64_t ring_steps(Collective kind, std::int64_t n);
 // Bytes one ring edge carries per step (of the per-rank buffer, per channel).

@@ -41,8 +41,18 @@ void Network::run(const std::vector<Flow>& flows, const std::string& label) {
     const auto bytes = static_cast<std::uint64_t>(std::llround(f.bytes));
     if (bytes == 0 || f.src == f.dst) continue;
     for (int li : route(f.src, f.dst).links) loads_[static_cast<std::size_t>(li)].bytes += double(bytes);
-    comms.push_back(sg4::Comm::sendto_async(platform_.gpus[static_cast<std::size_t>(f.src)],
-                                            platform_.gpus[static_cast<std::size_t>(f.dst)], bytes));
+    auto* from = platform_.gpus[static_cast<std::size_t>(f.src)];
+    auto* to = platform_.gpus[static_cast<std::size_t>(f.dst)];
+    if (f.max_rate > 0) {
+      // The rate must be set before both ends are: setting the second end starts the comm.
+      sg4::CommPtr c = sg4::Comm::sendto_init();
+      c->set_payload_size(bytes);
+      c->set_rate(f.max_rate);
+      c->set_source(from);
+      c->set_destination(to);
+      comms.push_back(c);
+    } else
+      comms.push_back(sg4::Comm::sendto_async(from, to, bytes));
     started.push_back(&f);
     ++flows_;
     bytes_ += double(bytes);
@@ -59,7 +69,10 @@ void Network::run(const std::vector<Flow>& flows, const std::string& label) {
 }
 
 std::vector<LinkLoad> Network::link_loads() const {
-  auto out = loads_;
+  // Routes are also looked up for latencies and rates only; those links carried nothing.
+  std::vector<LinkLoad> out;
+  for (const auto& l : loads_)
+    if (l.bytes > 0) out.push_back(l);
   std::sort(out.begin(), out.end(), [](const LinkLoad& a, const LinkLoad& b) { return a.name < b.name; });
   return out;
 }

@@ -17,6 +17,7 @@ namespace clustersim::sim {
 struct Flow {
   std::int64_t src = 0, dst = 0;  // global GPU ranks
   Bytes bytes = 0;
+  double max_rate = 0;  // bytes/s the flow may not exceed (a ring's share of its links); 0: none
 };
 
 struct LinkLoad {
@@ -35,6 +36,9 @@ class Network {
   Seconds latency(std::int64_t src, std::int64_t dst);
   // Bandwidth of the narrowest link on that route (bytes/s).
   double edge_bandwidth(std::int64_t src, std::int64_t dst);
+  // The links of that route (indices for link_bandwidth) and a link's bandwidth (bytes/s).
+  const std::vector<int>& route_links(std::int64_t src, std::int64_t dst) { return route(src, dst).links; }
+  double link_bandwidth(int link) const { return loads_[static_cast<std::size_t>(link)].bandwidth; }
 
   simgrid::s4u::Host* host(std::int64_t rank) const { return platform_.gpus[static_cast<std::size_t>(rank)]; }
   std::int64_t gpus() const { return static_cast<std::int64_t>(platform_.gpus.size()); }
@@ -42,6 +46,8 @@ class Network {
   std::int64_t node_of(std::int64_t rank) const { return rank / platform_.gpus_per_node; }
   // Whether GPUs inside a node reach each other through a switch (own port per GPU).
   bool switched_nodes() const { return platform_.switched_nodes; }
+  // The nodes' NVLink wiring when the platform was built from fabric nvlink-mesh, else null.
+  const MeshWiring* mesh() const { return platform_.mesh.gpus > 0 ? &platform_.mesh : nullptr; }
   bool tracing() const { return trace_ != nullptr; }
   std::int64_t flows_started() const { return flows_; }
   Bytes bytes_sent() const { return bytes_; }

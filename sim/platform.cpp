@@ -46,6 +46,7 @@ Platform build_platform(const ClusterModel& c) {
   Platform p;
   p.gpus_per_node = c.gpus_per_node;
   p.switched_nodes = c.fabric != Fabric::nvlink_mesh;
+  if (c.fabric == Fabric::nvlink_mesh && c.gpus_per_node > 1) p.mesh = mesh_wiring(c);
   auto* zone = sg4::create_dijkstra_zone("cluster", true);
   Builder b{zone};
   const i64 gpn = c.gpus_per_node;
@@ -87,11 +88,27 @@ Platform build_platform(const ClusterModel& c) {
     // Inside the node.
     if (gpn > 1) {
       if (c.fabric == Fabric::nvlink_mesh) {
-        const double pair_bw = intra_bw / double(gpn - 1);
-        for (i64 a = 0; a < gpn; ++a)
-          for (i64 z = a + 1; z < gpn; ++z)
-            b.connect(gpu_points[a], gpu_points[z],
-                      b.duplex(fmt::format("n{}-nvlink{}-{}", n, a, z), pair_bw, c.intra_latency));
+        // As wired: one link per pair with NVLinks (count x one link's bandwidth), and
+        // each GPU's PCIe link to the host for the pairs without. A pair without NVLink
+        // gets a direct route over both PCIe links: Dijkstra keeps the first route of
+        // least cost it finds from the source, so it is never a detour through a third
+        // GPU's NVLinks (also two links).
+        const MeshWiring& w = p.mesh;
+        for (const auto& pair : w.pairs)
+          b.connect(gpu_points[static_cast<std::size_t>(pair.a)], gpu_points[static_cast<std::size_t>(pair.b)],
+                    b.duplex(fmt::format("n{}-nvlink{}-{}", n, pair.a, pair.b), double(pair.links) * w.link_bandwidth,
+                             c.intra_latency));
+        std::vector<sg4::Link*> host;
+        for (i64 g = 0; g < gpn; ++g)
+          host.push_back(b.duplex(fmt::format("n{}-gpu{}-pcie-host", n, g), w.host_bandwidth, c.intra_latency / 2));
+        for (int a = 0; a < w.gpus; ++a)
+          for (int z = a + 1; z < w.gpus; ++z)
+            if (w.links(a, z) == 0)
+              zone->add_route(gpu_points[static_cast<std::size_t>(a)], gpu_points[static_cast<std::size_t>(z)], nullptr,
+                              nullptr,
+                              {sg4::LinkInRoute(host[static_cast<std::size_t>(a)], sg4::LinkInRoute::Direction::UP),
+                               sg4::LinkInRoute(host[static_cast<std::size_t>(z)], sg4::LinkInRoute::Direction::DOWN)},
+                              true);
       } else {
         const char* kind = c.fabric == Fabric::pcie ? "pcie-switch" : "nvswitch";
         auto* sw = zone->create_router(fmt::format("n{}-{}", n, kind));
@@ -133,6 +150,14 @@ Platform build_platform(const ClusterModel& c) {
                    {"oversubscription", c.oversubscription},
                    {"bandwidth_efficiency", {{"intra_node", c.gpu.efficiency.collective_nvlink},
                                              {"network", c.gpu.efficiency.collective_network}}}};
+  if (p.mesh.gpus > 0) {
+    const MeshWiring& w = p.mesh;
+    auto pairs = nlohmann::json::array();
+    for (const auto& pair : w.pairs) pairs.push_back({pair.a, pair.b, pair.links});
+    p.description["nvlink_pairs"] = pairs;  // [a, b, links] per node, local indices
+    p.description["intra_link_bandwidth_Bps"] = w.link_bandwidth;  // one NVLink
+    p.description["host_link_bandwidth_Bps"] = w.host_bandwidth;
+  }
   return p;
 }
 

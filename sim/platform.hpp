@@ -4,7 +4,11 @@
 //
 //   intra-node   nvswitch: each GPU has its own split-duplex link to the node's
 //                crossbar (up = what it sends, down = what it receives);
-//                nvlink-mesh: one split-duplex link per GPU pair (bandwidth / (g-1));
+//                nvlink-mesh: as a DGX-1V is wired (costmodel/nvlink_mesh.hpp): one
+//                split-duplex link per GPU pair with NVLinks (links x bandwidth / 6),
+//                and for pairs without, a route through the host over each GPU's own
+//                PCIe link (the profile's PCIe bandwidth, half the latency on each;
+//                separate from the GPU's PCIe link to its NIC, as the pcie fabric's);
 //                pcie: each GPU's split-duplex link to the node's PCIe switch.
 //   GPU <-> NIC  a PCIe link (the GPU profile's PCIe bandwidth); GPU i uses NIC
 //                i mod nics_per_node (the usual DGX pairing).
@@ -17,7 +21,8 @@
 //                  a spine whose per-rail uplink carries nodes x nic_bandwidth /
 //                  oversubscription (cross-rail traffic only).
 // Latency: a route's latency equals the scenario's: half on each GPU link inside a node
-// (sender up + receiver down), half on each NIC link across nodes.
+// (sender up + receiver down; all of it on a mesh pair's NVLink link), half on each NIC
+// link across nodes.
 // Bandwidths are scaled by the GPU profile's NCCL efficiencies (collective_nvlink for
 // the intra-node fabric, collective_network for NICs), the same achievable fractions
 // the analytical estimator uses, so that the two agree on contention-free cases.
@@ -27,6 +32,7 @@
 #include <vector>
 
 #include "costmodel/cluster.hpp"
+#include "costmodel/nvlink_mesh.hpp"
 
 namespace simgrid::s4u {
 class Host;
@@ -41,6 +47,9 @@ struct Platform {
   std::int64_t gpus_per_node = 1;
   std::int64_t links = 0;
   bool switched_nodes = true;  // nvswitch or pcie switch (not a direct mesh)
+  // Built from fabric nvlink-mesh (gpus > 0): every node's wiring; ring collectives
+  // inside a node follow the rings costmodel packs on it (hybrid_cube_mesh_rings).
+  MeshWiring mesh;
   nlohmann::json description;  // what was built, for provenance
 };
 

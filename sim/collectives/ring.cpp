@@ -8,7 +8,7 @@
 namespace clustersim::sim {
 
 void ring_stepwise(Network& net, const CollectiveCall& call) {
-  std::vector<std::vector<std::vector<std::int64_t>>> channels;
+  std::vector<std::vector<RingChannel>> channels;
   std::int64_t n = 0;
   for (const auto& g : call.groups) {
     channels.push_back(ring_channels(net, g));
@@ -19,13 +19,15 @@ void ring_stepwise(Network& net, const CollectiveCall& call) {
   for (std::int64_t step = 0; step < steps; ++step) {
     flows.clear();
     for (const auto& group_channels : channels) {
-      const Bytes chunk = ring_step_bytes(call.kind, call.bytes, n) / double(group_channels.size());
-      for (const auto& order : group_channels) {
+      for (const auto& ch : group_channels) {
+        const Bytes chunk = ring_step_bytes(call.kind, call.bytes, n) * ch.share;
+        const auto& order = ch.order;
         if (call.kind == Collective::broadcast) {
-          flows.push_back({order[static_cast<std::size_t>(step)], order[static_cast<std::size_t>(step + 1)], chunk});
+          flows.push_back({order[static_cast<std::size_t>(step)], order[static_cast<std::size_t>(step + 1)], chunk, ch.max_rate});
           continue;
         }
-        for (std::size_t i = 0; i < order.size(); ++i) flows.push_back({order[i], order[(i + 1) % order.size()], chunk});
+        for (std::size_t i = 0; i < order.size(); ++i)
+          flows.push_back({order[i], order[(i + 1) % order.size()], chunk, ch.max_rate});
       }
     }
     net.run(flows, call.label);

@@ -18,13 +18,13 @@ void ring_pipelined(Network& net, const CollectiveCall& call) {
     const auto n = static_cast<std::int64_t>(g.size());
     steps = ring_steps(call.kind, n);
     const auto channels = ring_channels(net, g);
-    const Bytes per_edge = ring_step_bytes(call.kind, call.bytes, n) * double(call.kind == Collective::broadcast ? 1 : steps) /
-                           double(channels.size());
-    for (const auto& order : channels) {
+    const Bytes per_edge = ring_step_bytes(call.kind, call.bytes, n) * double(call.kind == Collective::broadcast ? 1 : steps);
+    for (const auto& ch : channels) {
+      const auto& order = ch.order;
       const std::size_t edges = call.kind == Collective::broadcast ? order.size() - 1 : order.size();
       for (std::size_t i = 0; i < edges; ++i) {
         const auto src = order[i], dst = order[(i + 1) % order.size()];
-        flows.push_back({src, dst, per_edge});
+        flows.push_back({src, dst, per_edge * ch.share, ch.max_rate});
         alpha = std::max(alpha, net.latency(src, dst));
       }
     }

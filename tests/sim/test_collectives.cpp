@@ -108,3 +108,88 @@ TEST_CASE("two all-reduces sharing one NIC take twice as long, the estimator mis
   CHECK(estimated == Approx(alone).epsilon(0.02));
   CHECK(both[0] > 1.9 * estimated);
 }
+
+namespace {
+ClusterModel dgx1(std::int64_t gpus_per_node) {
+  ClusterSpec spec;
+  spec.gpu = "v100-sxm2-16gb";
+  spec.gpus_per_node = gpus_per_node;
+  spec.intra_node.fabric = Fabric::nvlink_mesh;
+  Diagnostics diag("<test>");
+  ClusterModel c = resolve_cluster(spec, diag);
+  REQUIRE(diag.ok());
+  return c;
+}
+}  // namespace
+
+TEST_CASE("nvlink-mesh: ring collectives run along the packed rings at the estimator's time", "[sim][collectives][mesh]") {
+  // DGX-1V: one NVLink 25 GB/s per direction, x 0.70 NCCL efficiency; the rings costmodel
+  // packs give all 8 GPUs 6 links, GPUs 0-3 4, the pair 0-3 its 2 (hand-derived in
+  // tests/core/test_nvlink_mesh.cpp).
+  const double B = 256e6, link = 25e9 * 0.70;
+  struct Case {
+    std::int64_t node_gpus;
+    std::vector<std::int64_t> group;
+    double links;
+    std::int64_t stride;  // of the Group the estimator prices (its slowest placement), 0: not this group alone
+  };
+  // {0, 3} alone is not a placement of pairs (stride 3 also places {1, 4}, without NVLink).
+  const Case cases[] = {
+      {8, ranks(0, 8), 6, 1}, {4, ranks(0, 4), 4, 1}, {8, {0, 3}, 2, 0}, {8, {0, 1}, 1, 1}, {8, {0, 2, 4, 6}, 2, 2}};
+  for (const auto& c : cases) {
+    const ClusterModel m = dgx1(c.node_gpus);
+    const double n = double(c.group.size()), lat = m.intra_latency;
+    const double expected = 2 * (n - 1) / n * B / (c.links * link) + 2 * (n - 1) * lat;
+    const auto size = static_cast<std::int64_t>(c.group.size());
+    const double estimated =
+        c.stride > 0 ? collective_time(m, Collective::all_reduce, B, Group{size, size, c.stride}, 1.0) : expected;
+    for (const char* algo : {"ring", "ring-pipelined", "node-aggregated", "auto"}) {
+      const double t = sim::time_collectives(m, {{algo, Collective::all_reduce, B, {c.group}}}).at(0);
+      std::printf("all-reduce over %zu GPUs (from %lld) %-15s: expected %.6f s, estimated %.6f s, simulated %.6f s\n",
+                  c.group.size(), static_cast<long long>(c.group[0]), algo, expected, estimated, t);
+      CHECK(t == Approx(expected).epsilon(0.01));
+    }
+    CHECK(estimated == Approx(expected).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("nvlink-mesh: pairs without NVLink go through the host over each GPU's PCIe link", "[sim][collectives][mesh]") {
+  const ClusterModel m = dgx1(8);
+  const double B = 64e6, pcie = 16e9 * 0.70, lat = m.intra_latency;
+  const auto p2p_time = [&](const std::vector<std::vector<std::int64_t>>& pairs) {
+    return sim::time_collectives(m, {{"p2p", Collective::send_recv, B, pairs}}).at(0);
+  };
+  // 0 -> 5 has no NVLink: PCIe, not a detour over NVLinks 0-1-5 (17.5 GB/s).
+  const double alone = p2p_time({{0, 5}});
+  std::printf("send 0 -> 5 (SYS): expected %.6f s, simulated %.6f s\n", B / pcie + lat, alone);
+  CHECK(alone == Approx(B / pcie + lat).epsilon(0.01));
+  // GPU 0's three host-routed sends share its PCIe link.
+  const double three = p2p_time({{0, 5}, {0, 6}, {0, 7}});
+  std::printf("sends 0 -> 5, 6, 7 at once: expected %.6f s, simulated %.6f s\n", 3 * B / pcie + lat, three);
+  CHECK(three == Approx(3 * B / pcie + lat).epsilon(0.01));
+  // 0 -> 3 over its two NVLinks.
+  CHECK(p2p_time({{0, 3}}) == Approx(B / (2 * 25e9 * 0.70) + lat).epsilon(0.01));
+  // An all-reduce over a pair without NVLink: the estimator's fallback.
+  const double est = collective_time(m, Collective::all_reduce, B, Group{2, 2, 5}, 1.0);
+  const double t = sim::time_collectives(m, {{"auto", Collective::all_reduce, B, {{0, 5}}}}).at(0);
+  std::printf("all-reduce over {0, 5}: estimated %.6f s, simulated %.6f s\n", est, t);
+  CHECK(t == Approx(est).epsilon(0.01));
+  // All-to-all over the node: the PCIe links carry 3 pieces each way, the estimator's
+  // bottleneck.
+  const double a2a_est = collective_time(m, Collective::all_to_all, B, Group{8, 8}, 1.0);
+  const double a2a = sim::time_collectives(m, {{"auto", Collective::all_to_all, B, {ranks(0, 8)}}}).at(0);
+  std::printf("all-to-all over 8 GPUs: estimated %.6f s, simulated %.6f s\n", a2a_est, a2a);
+  CHECK(a2a == Approx(a2a_est).epsilon(0.02));
+}
+
+TEST_CASE("tree all-reduce across nodes with several GPUs each: trees over the nodes, chains inside", "[sim][collectives]") {
+  // 8 nodes of 8 GPUs, one NIC each: NCCL's double binary tree puts about B per phase and
+  // direction on a node's NIC (2 B / bw in all, the estimator's tree); a binary tree over
+  // the 64 ranks in rank order put up to 16 tree edges on one NIC (8x slower).
+  const ClusterModel c = cluster(8, 8, 1);
+  const double B = 80e6, nic = c.nic_bandwidth * c.gpu.efficiency.collective_network;
+  const double expected = all_reduce_time(AllReduceAlgorithm::tree, 64, B, nic, c.inter_latency);
+  const double t = sim::time_collectives(c, {{"tree", Collective::all_reduce, B, {ranks(0, 64)}}}).at(0);
+  std::printf("tree all-reduce 8 nodes x 8 GPUs, one NIC each: expected %.6f s, simulated %.6f s\n", expected, t);
+  CHECK(t == Approx(expected).epsilon(0.02));
+}
