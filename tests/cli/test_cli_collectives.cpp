@@ -24,15 +24,21 @@ Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
 using clustersim::test::write_temp;
 
-// all-gather on 2..8 ranks: time = (n-1) alpha + (n-1)/n bytes / busbw.
-json synthetic_all_gather(double alpha, double busbw) {
+// Every collective on 2..8 ranks, NCCL's ring alpha-beta: time = steps alpha + F bytes / busbw
+// (steps and F as costmodel/nccl_model.hpp: all-reduce 2(n-1) and 2(n-1)/n, all-gather,
+// reduce-scatter, all-to-all n-1 and (n-1)/n, broadcast n-1 and 1, send/recv 1 and 1).
+json synthetic_bench(double alpha, double busbw) {
   json runs = json::array();
   for (int n : {2, 4, 8}) {
     json results = json::array();
-    for (int e = 10; e <= 30; ++e) {
-      const double bytes = std::ldexp(1.0, e);
-      results.push_back({{"op", "all_gather"}, {"gpus", n}, {"bytes", bytes},
-                         {"time_s", (n - 1) * alpha + (n - 1.0) / n * bytes / busbw}});
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"}) {
+      const std::string o = op;
+      const double steps = o == "all_reduce" ? 2.0 * (n - 1) : o == "send_recv" ? 1.0 : n - 1.0;
+      const double factor = o == "all_reduce" ? 2.0 * (n - 1) / n : o == "broadcast" || o == "send_recv" ? 1.0 : (n - 1.0) / n;
+      for (int e = 10; e <= 30; ++e) {
+        const double bytes = std::ldexp(1.0, e);
+        results.push_back({{"op", o}, {"gpus", n}, {"bytes", bytes}, {"time_s", steps * alpha + factor * bytes / busbw}});
+      }
     }
     runs.push_back({{"gpus", n}, {"check_passed", true}, {"results", results}});
   }
@@ -52,7 +58,7 @@ TEST_CASE("a fitted collective profile drives the estimator's tensor-parallel ti
   // A100 profile: 300 GB/s NVLink, collective_nvlink 0.76. Data at 114 GB/s bus bandwidth
   // (efficiency 0.38, half the profile's) and 3 us latency.
   const double busbw = 114e9;
-  const auto data = write_temp("cf-synth.json", synthetic_all_gather(3e-6, busbw).dump());
+  const auto data = write_temp("cf-synth.json", synthetic_bench(3e-6, busbw).dump());
   const auto profile = fs::temp_directory_path() / "clustersim-test-cf-profile.json";
   const auto fit = run("calibrate fit-collectives " + data.string() + " --base a100-sxm4-80gb --holdout 0 --out " +
                        profile.string());
