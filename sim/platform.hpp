@@ -17,13 +17,16 @@
 //                  a spine whose per-rail uplink carries nodes x nic_bandwidth /
 //                  oversubscription (cross-rail traffic only).
 // Latency: a route's latency equals the scenario's: half on each GPU link inside a node
-// (sender up + receiver down), half on each NIC link across nodes.
+// (sender up + receiver down), half on each NIC link across nodes. When the GPU profile
+// has a fitted NCCL section (costmodel/nccl_model.hpp), the links inside a node carry
+// none: collectives there pay NCCL's measured latency once, as a delay (run_collective).
 // Bandwidths are scaled by the GPU profile's NCCL efficiencies (collective_nvlink for
 // the intra-node fabric, collective_network for NICs), the same achievable fractions
 // the analytical estimator uses, so that the two agree on contention-free cases.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "costmodel/cluster.hpp"
@@ -42,6 +45,9 @@ struct Platform {
   std::int64_t links = 0;
   bool switched_nodes = true;  // nvswitch or pcie switch (not a direct mesh)
   nlohmann::json description;  // what was built, for provenance
+  // The cluster, when its GPU profile's NCCL fit prices the collectives inside a node
+  // (sim/collectives/nccl_fitted.cpp); empty for platform files and unfitted profiles.
+  std::optional<ClusterModel> nccl_fit;
 };
 
 // Builds the platform in the current SimGrid engine (call once, before running).
