@@ -84,3 +84,24 @@ TEST_CASE("a fitted collective profile drives the estimator's tensor-parallel ti
   CHECK(tp_fit / tp_base == Approx(0.76 * 300e9 / busbw).epsilon(0.05));
   CHECK(f["iteration_time_s"].get<double>() > b["iteration_time_s"].get<double>());
 }
+
+TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCCL section included",
+          "[cli][calibration][collective_fit]") {
+  // As README.md and tests/core/test_calibration.cpp write it, from the repository root
+  // (the profile records the paths it was given).
+  const fs::path out = fs::temp_directory_path() / "clustersim-test-h100-regenerated.json";
+  const std::string d = "calibration/data/h100-sxm5-80gb/";
+  const auto r = run("calibrate fit " + d + "microbench-2026-11-26.json --attention " + d + "sdpa-flash-2026-11-26.json" +
+                     " --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " + d + "nccl-4gpu-2026-11-26.json" +
+                     " --name h100-sxm5-80gb --holdout 0 --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("collective fit from 2 file(s), 276 samples"));
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string shipped = slurp(fs::path(CLUSTERSIM_SOURCE_DIR) / "costmodel/profiles/h100-sxm5-80gb.json");
+  CHECK(slurp(out) == shipped);
+  fs::remove(out);
+}
