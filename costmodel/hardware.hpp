@@ -91,8 +91,9 @@ struct HostDispatch {
 // NCCL as measured on one link class (calibration/nccl, fitted by costmodel/collective_fit;
 // evaluated by costmodel/nccl_model, which has the equations). Per operation, in the
 // order of costmodel's Collective enum (kNcclOpNames: the benchmark's names):
-//   latency(n)  = latency + latency_per_step x latency_steps(op, n)
-//   busbw(n, S) = curve(S)^curve_exponent / (1 / bus_bandwidth + 1 / (bus_factor(op, n) x buffer_bandwidth))
+//   latency(n)        = latency + latency_per_step x latency_steps(op, n)
+//   transfer rate(n, S) = curve(S)^curve_exponent / (1 / bus_bandwidth + 1 / (bus_factor(op, n) x buffer_bandwidth))
+// (bus bytes per second once the latency is paid; n capped at max_ranks in the bus factor)
 // bus_bandwidth is what the link moves per rank (nccl-tests' bus bytes), buffer_bandwidth
 // a cost per byte of the buffer that more ranks do not spread (0: none), and the curve,
 // shared by all operations, the efficiency by message size (protocol regimes).

@@ -6,6 +6,11 @@
 namespace clustersim {
 namespace {
 
+// The profile's per-operation arrays follow the Collective enum.
+static_assert(static_cast<int>(Collective::all_reduce) == 0 && static_cast<int>(Collective::all_gather) == 1 &&
+              static_cast<int>(Collective::reduce_scatter) == 2 && static_cast<int>(Collective::all_to_all) == 3 &&
+              static_cast<int>(Collective::broadcast) == 4 && static_cast<int>(Collective::send_recv) == 5);
+
 const NcclOpFit& op_fit(const NcclLinkFit& fit, Collective op) { return fit.ops[static_cast<std::size_t>(op)]; }
 
 // The shared curve at a size: linear in log2(bytes) between points (of the logarithm:
