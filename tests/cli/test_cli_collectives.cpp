@@ -92,8 +92,8 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
   const fs::path out = fs::temp_directory_path() / "clustersim-test-h100-regenerated.json";
   const std::string d = "calibration/data/h100-sxm5-80gb/";
   const auto r = run("calibrate fit " + d + "microbench-2026-11-26.json --attention " + d + "sdpa-flash-2026-11-26.json" +
-                     " --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " + d + "nccl-4gpu-2026-11-26.json" +
-                     " --name h100-sxm5-80gb --holdout 0 --out " + out.string());
+                     " --host " + d + "host-dispatch-2026-11-26.json --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " +
+                     d + "nccl-4gpu-2026-11-26.json --name h100-sxm5-80gb --holdout 0 --out " + out.string());
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.output, Catch::Contains("collective fit from 2 file(s), 276 samples"));
