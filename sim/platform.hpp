@@ -17,12 +17,13 @@
 //                  a spine whose per-rail uplink carries nodes x nic_bandwidth /
 //                  oversubscription (cross-rail traffic only).
 // Latency: a route's latency equals the scenario's: half on each GPU link inside a node
-// (sender up + receiver down), half on each NIC link across nodes. When the GPU profile
-// has a fitted NCCL section (costmodel/nccl_model.hpp), the links inside a node carry
-// none: collectives there pay NCCL's measured latency once, as a delay (run_collective).
+// (sender up + receiver down), half on each NIC link across nodes.
 // Bandwidths are scaled by the GPU profile's NCCL efficiencies (collective_nvlink for
 // the intra-node fabric, collective_network for NICs), the same achievable fractions
 // the analytical estimator uses, so that the two agree on contention-free cases.
+// A GPU profile with a fitted NCCL section (costmodel/nccl_model.hpp) changes the node:
+// its links carry no latency, since collectives there pay NCCL's measured latency once,
+// as a delay (sim/collectives/nccl_fitted.cpp).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
