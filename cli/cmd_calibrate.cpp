@@ -1,12 +1,13 @@
 // clustersim calibrate import MICROBENCH.json [--attention SDPA.json] --profile NAME [--db DB]
 // stores the samples in the results database.
 // clustersim calibrate fit (MICROBENCH.json [--attention SDPA.json] | --db DB --hardware NAME)
-//   [--base PROFILE] [--name NAME] [--out FILE]
-// fits a GPU profile to microbenchmark measurements and reports its error on the
-// held-back samples.
-// clustersim calibrate fit-collectives NCCL_BENCH.json [--base PROFILE] [--out FILE]
-// fits per-link-class latency, bus bandwidth and an efficiency-by-size curve to NCCL
-// benchmark data (calibration/nccl) and applies the NVLink fit to a profile.
+//   [--host HOST_DISPATCH.json] [--nccl NCCL_BENCH.json ...] [--base PROFILE] [--name NAME] [--out FILE]
+// fits a GPU profile to microbenchmark measurements (and NCCL collectives) and reports
+// its error on the held-back samples.
+// clustersim calibrate fit-collectives NCCL_BENCH.json... [--base PROFILE] [--out FILE]
+// fits NCCL's per-operation latency, bus bandwidth and efficiency by size per link class
+// (costmodel/nccl_model.hpp) to NCCL benchmark data (calibration/nccl) and applies the
+// NVLink fit to a profile.
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -26,6 +27,7 @@ struct FitCommand {
   std::string data_file, attention_file, base = "h100-sxm5-80gb-datasheet", name, out;
   std::string host_file;     // host dispatch costs (measure_host.py)
   std::string overlap_file;  // overlap interference (calibration/nccl's overlap benchmark)
+  std::vector<std::string> nccl_files;
   std::string db, hardware;  // fit from samples stored by `calibrate import`
   int holdout = 5;
 };
@@ -37,7 +39,7 @@ struct ImportCommand {
 int import(const ImportCommand& c) {
   const auto profile = find_gpu_profile(c.profile);
   if (!profile)
-    throw InputError("command line", "--profile", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.profile));
+    throw InputError("<command line>", "--profile", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.profile));
   Microbenchmarks data = read_microbenchmarks(c.data_file);
   if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
   const runner::ImportCount n = runner::import_calibration_samples(c.db, data, *profile);
@@ -51,15 +53,57 @@ std::string row(const char* what, const ErrorStats& e) {
                      100 * e.p90, 100 * e.max);
 }
 
+std::string error_row(const std::string& what, const RelativeError& e) {
+  return fmt::format("  {:<30} n={:<4} median {:6.2f}%  p90 {:6.2f}%  max {:6.2f}%\n", what, e.count, 100 * e.median,
+                     100 * e.p90, 100 * e.max);
+}
+
+// Reads the NCCL files, fits them, prints the fit and its held-back error.
+CollectiveFit fit_and_report_collectives(const std::vector<std::string>& files, int holdout) {
+  std::vector<CollectiveBenchmarks> data;
+  std::size_t samples = 0;
+  for (const auto& f : files) {
+    data.push_back(read_collective_benchmarks(f));
+    samples += data.back().samples.size();
+    if (!data.back().checks_passed) fmt::print("warning: the benchmark's correctness check failed in {}\n", f);
+  }
+  const CollectiveFit fit = fit_collectives(data, {holdout});
+  fmt::print("collective fit from {} file(s), {} samples (NCCL {})\n", files.size(), samples,
+             data.front().provenance.value("nccl_version", "?"));
+  for (const auto& l : fit.links) {
+    fmt::print("{}: {} training samples, {} held back; groups up to {} ranks\n", to_string(l.link), l.train, l.held_back,
+               l.model.max_ranks);
+    fmt::print("  {:<15} {:>9} {:>9} {:>10} {:>10} {:>8}\n", "operation", "latency", "per step", "bus bw", "buffer bw",
+               "exponent");
+    for (std::size_t i = 0; i < kNcclOpNames.size(); ++i) {
+      const auto& o = l.model.ops[i];
+      fmt::print("  {:<15} {:>9} {:>9} {:>10} {:>10} {:>8.2f}\n", kNcclOpNames[i], format_seconds(o.latency),
+                 format_seconds(o.latency_per_step), format_bandwidth(o.bus_bandwidth),
+                 o.buffer_bandwidth > 0 ? format_bandwidth(o.buffer_bandwidth) : std::string("-"), o.curve_exponent);
+    }
+    fmt::print("  efficiency by size:");
+    for (const auto& pt : l.model.curve) fmt::print(" {}:{:.3f}", format_bytes(pt.bytes), pt.efficiency);
+    fmt::print("\n");
+    const char* what = l.held_back ? "held back" : "fitted samples";
+    fmt::print("{}", error_row(fmt::format("{}, all sizes", what), l.error()));
+    fmt::print("{}", error_row(fmt::format("{}, >= 64 KiB", what), l.error(65536)));
+    fmt::print("{}", error_row(fmt::format("{}, < 64 KiB", what), l.error(0, 65536)));
+    for (std::size_t i = 0; i < kNcclOpNames.size(); ++i)
+      fmt::print("{}", error_row(fmt::format("  {} >= 64 KiB", kNcclOpNames[i]),
+                                 l.error(65536, 1e300, static_cast<Collective>(i))));
+  }
+  return fit;
+}
+
 int fit(const FitCommand& c) {
   const auto base = find_gpu_profile(c.base);
-  if (!base) throw InputError("command line", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
+  if (!base) throw InputError("<command line>", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
   Microbenchmarks data;
   if (!c.db.empty()) {
-    if (c.hardware.empty()) throw InputError("command line", "--hardware", "--db needs --hardware NAME");
+    if (c.hardware.empty()) throw InputError("<command line>", "--hardware", "--db needs --hardware NAME");
     data = runner::load_calibration_samples(c.db, c.hardware);
   } else {
-    if (c.data_file.empty()) throw InputError("command line", "FILE", "give a microbenchmark file or --db and --hardware");
+    if (c.data_file.empty()) throw InputError("<command line>", "FILE", "give a microbenchmark file or --db and --hardware");
     data = read_microbenchmarks(c.data_file);
     if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
   }
@@ -111,6 +155,13 @@ int fit(const FitCommand& c) {
                format_seconds(h.eager_per_kernel), format_seconds(h.dtensor_per_kernel), format_seconds(h.ddp_per_layer),
                format_seconds(h.fsdp_per_unit), format_seconds(h.fsdp_mixed_per_unit), format_seconds(h.fsdp2_per_unit));
   }
+  if (!c.nccl_files.empty()) {
+    std::vector<std::string> notes;
+    fitted = apply_collective_fit(fitted, fit_and_report_collectives(c.nccl_files, c.holdout), &notes);
+    fmt::print("NVLink collectives: collective_nvlink {:.3f} of {}\n", fitted.efficiency.collective_nvlink,
+               format_bandwidth(fitted.nvlink_bandwidth));
+    for (const auto& n : notes) fmt::print("note: {}\n", n);
+  }
   if (!c.out.empty()) {
     std::ofstream(c.out) << to_json(fitted).dump(2) << '\n';
     fmt::print("wrote {}\n", c.out);
@@ -119,38 +170,20 @@ int fit(const FitCommand& c) {
 }
 
 struct FitCollectivesCommand {
-  std::string data_file, base = "h100-sxm5-80gb", name, out, fit_out;
+  std::vector<std::string> data_files;
+  std::string base = "h100-sxm5-80gb", name, out, fit_out;
   int holdout = 5;
 };
 
-std::string error_row(const char* what, const RelativeError& e) {
-  return fmt::format("  {:<30} n={:<4} median {:6.2f}%  p90 {:6.2f}%  max {:6.2f}%\n", what, e.count, 100 * e.median,
-                     100 * e.p90, 100 * e.max);
-}
-
 int fit_collectives_command(const FitCollectivesCommand& c) {
   const auto base = find_gpu_profile(c.base);
-  if (!base) throw InputError("command line", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
-  const CollectiveBenchmarks data = read_collective_benchmarks(c.data_file);
-  if (!data.checks_passed) fmt::print("warning: the benchmark's correctness check failed in {}\n", c.data_file);
-  const CollectiveFit fit = fit_collectives(data, {c.holdout});
-  fmt::print("collective fit from {} ({} samples; NCCL {})\n", data.file, data.samples.size(),
-             data.provenance.value("nccl_version", "?"));
-  for (const auto& l : fit.links) {
-    fmt::print("{}: alpha {}  bus bandwidth {}  ({} training samples, {} held back)\n", to_string(l.link),
-               format_seconds(l.alpha), format_bandwidth(l.bus_bandwidth), l.train, l.held_back);
-    fmt::print("{}", error_row("alpha-beta model", l.alpha_beta_error));
-    fmt::print("{}", error_row("with efficiency by size", l.curve_error));
-    fmt::print("  efficiency by size:");
-    for (const auto& pt : l.efficiency_by_size) fmt::print(" {}:{:.2f}", format_bytes(std::exp2(pt.log2_bytes)), pt.efficiency);
-    fmt::print("\n");
-  }
+  if (!base) throw InputError("<command line>", "--base", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.base));
+  const CollectiveFit fit = fit_and_report_collectives(c.data_files, c.holdout);
   std::vector<std::string> notes;
   GpuProfile fitted = apply_collective_fit(*base, fit, &notes);
   if (!c.name.empty()) fitted.name = c.name;
-  fmt::print("profile {}: nvlink latency {}, collective_nvlink {:.3f} of {}\n", fitted.name,
-             format_seconds(fitted.nvlink_latency), fitted.efficiency.collective_nvlink,
-             format_bandwidth(fitted.nvlink_bandwidth));
+  fmt::print("profile {}: NVLink collectives from the fit, collective_nvlink {:.3f} of {}\n", fitted.name,
+             fitted.efficiency.collective_nvlink, format_bandwidth(fitted.nvlink_bandwidth));
   for (const auto& n : notes) fmt::print("note: {}\n", n);
   if (!c.out.empty()) {
     std::ofstream(c.out) << to_json(fitted).dump(2) << '\n';
@@ -174,6 +207,9 @@ const Registration calibrate_command{
       f->add_option("--attention", c->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
       f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
       f->add_option("--overlap", c->overlap_file, "overlap interference (calibration/nccl's clustersim-overlap-bench JSON)");
+      f->add_option("--nccl", c->nccl_files,
+                    "NCCL collective timings (clustersim-nccl-bench JSON; repeat for each GPU count), fitted into the "
+                    "profile's nccl section");
       f->add_option("--base", c->base, "profile whose datasheet figures the fit starts from");
       f->add_option("--name", c->name, "name of the fitted profile (default: the base's)");
       f->add_option("--out", c->out, "write the fitted profile to this file");
@@ -181,7 +217,8 @@ const Registration calibrate_command{
           ->check(CLI::Range(0, 1000));
       auto cc = std::make_shared<FitCollectivesCommand>();
       auto* fc = sub.add_subcommand("fit-collectives", "fit NCCL latency and bandwidth (clustersim-nccl-bench JSON)");
-      fc->add_option("FILE", cc->data_file, "NCCL benchmark results (calibration/nccl output)")->required();
+      fc->add_option("FILE", cc->data_files, "NCCL benchmark results (calibration/nccl output), fitted together")
+          ->required();
       fc->add_option("--base", cc->base, "profile the NVLink fit is applied to");
       fc->add_option("--name", cc->name, "name of the fitted profile (default: the base's)");
       fc->add_option("--out", cc->out, "write the profile with the fit applied to this file");

@@ -1,6 +1,7 @@
 #include "costmodel/collective_fit.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
@@ -11,16 +12,187 @@
 namespace clustersim {
 namespace {
 
-// The benchmark's operation names (calibration/nccl/src/nccl_bench.cu).
+constexpr std::array<Collective, 6> kOps{Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                                         Collective::all_to_all, Collective::broadcast,  Collective::send_recv};
+
+// The benchmark's operation names (calibration/nccl/src/nccl_bench.cu), which the
+// profile's nccl section uses too.
 std::optional<Collective> op_from(const std::string& s) {
-  if (s == "all_reduce") return Collective::all_reduce;
-  if (s == "all_gather") return Collective::all_gather;
-  if (s == "reduce_scatter") return Collective::reduce_scatter;
-  if (s == "all_to_all") return Collective::all_to_all;
-  if (s == "broadcast") return Collective::broadcast;
-  if (s == "send_recv") return Collective::send_recv;
+  for (Collective op : kOps)
+    if (kNcclOpNames[static_cast<std::size_t>(op)] == s) return op;
   return std::nullopt;
 }
+
+std::string_view op_name(Collective op) { return kNcclOpNames[static_cast<std::size_t>(op)]; }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Least squares of rows . p = 1 over the chosen columns (the others are 0), columns
+// scaled to unit norm first: seconds and seconds per byte differ by 1e10.
+std::optional<std::array<double, 4>> least_squares(const std::vector<std::array<double, 4>>& rows,
+                                                   const std::array<bool, 4>& use) {
+  std::vector<int> cols;
+  for (int j = 0; j < 4; ++j)
+    if (use[static_cast<std::size_t>(j)]) cols.push_back(j);
+  const std::size_t k = cols.size();
+  std::vector<double> scale(k, 0);
+  for (const auto& r : rows)
+    for (std::size_t a = 0; a < k; ++a) scale[a] += r[static_cast<std::size_t>(cols[a])] * r[static_cast<std::size_t>(cols[a])];
+  for (auto& s : scale) s = s > 0 ? std::sqrt(s) : 1;
+  std::vector<std::vector<double>> m(k, std::vector<double>(k + 1, 0));
+  for (const auto& r : rows)
+    for (std::size_t a = 0; a < k; ++a) {
+      const double xa = r[static_cast<std::size_t>(cols[a])] / scale[a];
+      m[a][k] += xa;
+      for (std::size_t b = 0; b < k; ++b) m[a][b] += xa * r[static_cast<std::size_t>(cols[b])] / scale[b];
+    }
+  for (std::size_t c = 0; c < k; ++c) {  // Gauss-Jordan with partial pivoting
+    std::size_t piv = c;
+    for (std::size_t r = c + 1; r < k; ++r)
+      if (std::abs(m[r][c]) > std::abs(m[piv][c])) piv = r;
+    if (std::abs(m[piv][c]) < 1e-12) return std::nullopt;
+    std::swap(m[c], m[piv]);
+    for (std::size_t r = 0; r < k; ++r) {
+      if (r == c) continue;
+      const double f = m[r][c] / m[c][c];
+      for (std::size_t q = c; q <= k; ++q) m[r][q] -= f * m[c][q];
+    }
+  }
+  std::array<double, 4> p{};
+  for (std::size_t a = 0; a < k; ++a) p[static_cast<std::size_t>(cols[a])] = m[a][k] / m[a][a] / scale[a];
+  return p;
+}
+
+// F / F_capped: the buffer term's column; 1 for every measured group size.
+double buffer_share(const NcclLinkFit& model, Collective op, std::int64_t ranks) {
+  return bus_factor(op, ranks) / bus_factor(op, std::min(ranks, std::max<std::int64_t>(model.max_ranks, 2)));
+}
+
+// Step (1) for one operation: latency, per-step latency, 1/B, 1/C with the curve fixed.
+void fit_operation(const std::vector<const CollectiveSample*>& rows, NcclLinkFit& model, Collective op) {
+  NcclOpFit& f = model.ops[static_cast<std::size_t>(op)];
+  std::vector<std::array<double, 4>> x;
+  bool steps_vary = false, factor_varies = false;
+  for (const auto* s : rows) {
+    const double e = fitted_curve(model, op, s->bytes), t = s->time;
+    x.push_back({1 / t, latency_steps(op, s->ranks) / t, bus_factor(op, s->ranks) * s->bytes / e / t,
+                 buffer_share(model, op, s->ranks) * s->bytes / e / t});
+    steps_vary |= latency_steps(op, s->ranks) != latency_steps(op, rows.front()->ranks);
+    factor_varies |= bus_factor(op, s->ranks) != bus_factor(op, rows.front()->ranks);
+  }
+  std::array<bool, 4> use{true, steps_vary, true, factor_varies};
+  std::optional<std::array<double, 4>> p;
+  for (;;) {
+    p = least_squares(x, use);
+    if (!p) break;
+    // Drop the most negative of the optional terms and refit.
+    int worst = -1;
+    for (int j : {0, 1, 3})
+      if (use[static_cast<std::size_t>(j)] && (*p)[static_cast<std::size_t>(j)] < 0 &&
+          (worst < 0 || (*p)[static_cast<std::size_t>(j)] < (*p)[static_cast<std::size_t>(worst)]))
+        worst = j;
+    if (worst < 0) break;
+    use[static_cast<std::size_t>(worst)] = false;
+  }
+  if (!p || !((*p)[2] > 0))
+    throw InputError("<collective fit>", std::string("/") + std::string(op_name(op)),
+                     "no positive bus bandwidth fits these samples (are the times increasing with size?)");
+  f.latency = (*p)[0];
+  f.latency_per_step = (*p)[1];
+  f.bus_bandwidth = 1 / (*p)[2];
+  f.buffer_bandwidth = (*p)[3] > 0 ? 1 / (*p)[3] : 0;
+}
+
+double squared_error(const std::vector<const CollectiveSample*>& rows, const NcclLinkFit& model, Collective op) {
+  double sum = 0;
+  for (const auto* s : rows) {
+    const double r = fitted_time(model, op, s->ranks, s->bytes) / s->time - 1;
+    sum += r * r;
+  }
+  return sum;
+}
+
+// Step (2): the efficiency each sample implies, (modelled transfer / measured transfer)
+// to the power 1/exponent, median per power-of-two size.
+void fit_curve(const std::vector<const CollectiveSample*>& train, NcclLinkFit& model) {
+  std::map<long, std::vector<double>> bins;  // ordered: deterministic
+  for (const auto* s : train) {
+    const auto& f = model.ops[static_cast<std::size_t>(s->op)];
+    const double transfer = s->time - fitted_latency(model, s->op, s->ranks);
+    if (!(transfer > 0)) continue;
+    double at_top = bus_factor(s->op, s->ranks) * s->bytes / f.bus_bandwidth;
+    if (f.buffer_bandwidth > 0) at_top += buffer_share(model, s->op, s->ranks) * s->bytes / f.buffer_bandwidth;
+    bins[std::lround(std::log2(s->bytes))].push_back(std::pow(at_top / transfer, 1 / f.curve_exponent));
+  }
+  model.curve.clear();
+  for (const auto& [log2_bytes, implied] : bins) {
+    const double e = std::min(median(implied), 1.0);
+    if (e > 0) model.curve.push_back({std::ldexp(1.0, int(log2_bytes)), e});
+  }
+}
+
+NcclLinkFit fit_link(const std::vector<const CollectiveSample*>& train, const CollectiveFitOptions& options,
+                     const std::string& where) {
+  NcclLinkFit model;
+  for (const auto* s : train) model.max_ranks = std::max(model.max_ranks, s->ranks);
+  std::array<std::vector<const CollectiveSample*>, 6> by_op;
+  for (const auto* s : train) by_op[static_cast<std::size_t>(s->op)].push_back(s);
+  std::string missing;
+  for (Collective op : kOps)
+    if (by_op[static_cast<std::size_t>(op)].empty()) missing += (missing.empty() ? "" : ", ") + std::string(op_name(op));
+  if (!missing.empty())
+    throw InputError(where, "/runs", fmt::format("no multi-GPU samples of {}: the fit needs all six collectives", missing));
+  for (int round = 0; round < std::max(1, options.rounds); ++round) {
+    for (Collective op : kOps) {
+      const auto& rows = by_op[static_cast<std::size_t>(op)];
+      NcclOpFit& f = model.ops[static_cast<std::size_t>(op)];
+      if (!model.curve.empty() && op != Collective::all_reduce) {
+        // The exponent on a grid (0.5 to 2 by 0.05); the first of equal errors wins.
+        double best = -1, best_k = f.curve_exponent;
+        for (int i = 0; i <= 30; ++i) {
+          f.curve_exponent = 0.5 + 0.05 * i;
+          fit_operation(rows, model, op);
+          const double err = squared_error(rows, model, op);
+          if (best < 0 || err < best) best = err, best_k = f.curve_exponent;
+        }
+        f.curve_exponent = best_k;
+      }
+      fit_operation(rows, model, op);
+    }
+    fit_curve(train, model);
+  }
+  // The curve and the bandwidths trade a common scale; fix it by the curve's best size
+  // reaching 1, so that the bandwidths are the ones reached there.
+  double top = 0;
+  for (const auto& pt : model.curve) top = std::max(top, pt.efficiency);
+  if (top > 0 && top < 1) {
+    for (auto& pt : model.curve) pt.efficiency /= top;
+    for (auto& f : model.ops) {
+      const double z = std::pow(top, f.curve_exponent);
+      f.bus_bandwidth *= z;
+      f.buffer_bandwidth *= z;
+    }
+  }
+  return model;
+}
+
+nlohmann::json provenance_summary(const CollectiveBenchmarks& d) {
+  const auto& p = d.provenance;
+  nlohmann::json s{{"file", d.file}};
+  for (const char* key : {"nccl_version", "cuda_runtime_version", "nvidia_driver", "hostname", "date_utc", "command_line"})
+    if (p.contains(key)) s[key] = p[key];
+  if (p.contains("gpus") && p["gpus"].is_array() && !p["gpus"].empty()) {
+    s["gpu"] = p["gpus"][0].value("name", "?");
+    s["gpu_count"] = p["gpus"].size();
+  }
+  if (p.contains("environment")) s["environment"] = p["environment"];
+  return s;
+}
+
+}  // namespace
 
 RelativeError relative_error(std::vector<double> e) {
   RelativeError r;
@@ -33,85 +205,11 @@ RelativeError relative_error(std::vector<double> e) {
   return r;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// Weighted least squares of t = a * alpha + b * inv_bw on relative error: each sample is
-// the row (a/t, b/t) = 1, so small and large messages weigh the same.
-void fit_alpha_beta(const std::vector<const CollectiveSample*>& train, LinkFit& fit) {
-  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
-  for (const auto* s : train) {
-    const double x1 = latency_steps(s->op, s->ranks) / s->time;
-    const double x2 = bus_factor(s->op, s->ranks) * s->bytes / s->time;
-    s11 += x1 * x1, s12 += x1 * x2, s22 += x2 * x2, r1 += x1, r2 += x2;
-  }
-  const double det = s11 * s22 - s12 * s12;
-  double alpha = det > 0 ? (r1 * s22 - r2 * s12) / det : 0;
-  double inv_bw = det > 0 ? (s11 * r2 - s12 * r1) / det : 0;
-  // A negative latency means the sizes cannot separate the two terms: refit bandwidth alone.
-  if (!(alpha > 0)) alpha = 0, inv_bw = s22 > 0 ? r2 / s22 : 0;
-  if (!(inv_bw > 0)) {
-    // Bandwidth not identified (only tiny messages): latency alone, on the bandwidth
-    // term's behalf; the error report shows how poor that is.
-    inv_bw = 0;
-    alpha = s11 > 0 ? r1 / s11 : 0;
-  }
-  fit.alpha = alpha;
-  fit.bus_bandwidth = inv_bw > 0 ? 1 / inv_bw : 0;
-}
-
-}  // namespace
-
-std::string_view to_string(LinkClass l) { return l == LinkClass::nvlink ? "nvlink" : "network"; }
-
-double bus_factor(Collective op, std::int64_t ranks) {
-  const double n = double(ranks);
-  switch (op) {
-    case Collective::all_reduce: return 2 * (n - 1) / n;
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all: return (n - 1) / n;
-    case Collective::broadcast:
-    case Collective::send_recv: return 1;
-  }
-  return 1;
-}
-
-double latency_steps(Collective op, std::int64_t ranks) {
-  const double n = double(ranks);
-  switch (op) {
-    case Collective::all_reduce: return 2 * (n - 1);
-    case Collective::all_gather:
-    case Collective::reduce_scatter:
-    case Collective::all_to_all:
-    case Collective::broadcast: return n - 1;
-    case Collective::send_recv: return 1;
-  }
-  return 1;
-}
-
-Seconds alpha_beta_time(Collective op, std::int64_t ranks, Bytes bytes, Seconds alpha, BytesPerSecond bus_bandwidth) {
-  const double transfer = bus_bandwidth > 0 ? bus_factor(op, ranks) * bytes / bus_bandwidth : 0;
-  return latency_steps(op, ranks) * alpha + transfer;
-}
-
-double LinkFit::efficiency(Bytes bytes) const {
-  if (efficiency_by_size.empty()) return 1;
-  const double x = std::log2(std::max(bytes, 1.0));
-  if (x <= efficiency_by_size.front().log2_bytes) return efficiency_by_size.front().efficiency;
-  if (x >= efficiency_by_size.back().log2_bytes) return efficiency_by_size.back().efficiency;
-  const auto hi = std::upper_bound(efficiency_by_size.begin(), efficiency_by_size.end(), x,
-                                   [](double v, const SizePoint& p) { return v < p.log2_bytes; });
-  const auto lo = hi - 1;
-  const double w = (x - lo->log2_bytes) / (hi->log2_bytes - lo->log2_bytes);
-  // Interpolate the logarithm: efficiencies are ratios.
-  return std::exp((1 - w) * std::log(lo->efficiency) + w * std::log(hi->efficiency));
-}
-
-Seconds LinkFit::predict(Collective op, std::int64_t ranks, Bytes bytes) const {
-  return alpha_beta_time(op, ranks, bytes, alpha, bus_bandwidth) / efficiency(bytes);
+RelativeError LinkFit::error(Bytes min_bytes, Bytes max_bytes, std::optional<Collective> op) const {
+  std::vector<double> e;
+  for (const auto& t : tested)
+    if (t.sample.bytes >= min_bytes && t.sample.bytes < max_bytes && (!op || t.sample.op == *op)) e.push_back(t.error());
+  return relative_error(std::move(e));
 }
 
 const LinkFit* CollectiveFit::find(LinkClass l) const {
@@ -164,43 +262,37 @@ CollectiveBenchmarks read_collective_benchmarks(const std::string& file) {
   return data;
 }
 
-CollectiveFit fit_collectives(const CollectiveBenchmarks& data, const CollectiveFitOptions& options) {
+CollectiveFit fit_collectives(const std::vector<CollectiveBenchmarks>& data, const CollectiveFitOptions& options) {
   CollectiveFit out;
-  out.source = data.file;
-  out.provenance = data.provenance;
+  std::string where;
+  for (const auto& d : data) {
+    out.sources.push_back(d.file);
+    out.provenance.push_back(provenance_summary(d));
+    where += (where.empty() ? "" : " + ") + d.file;
+  }
+  const std::size_t every = options.holdout_every > 0 ? std::size_t(options.holdout_every) : 0;
+  const std::size_t offset = options.holdout_offset >= 0 ? std::size_t(options.holdout_offset) : every - 1;
   for (LinkClass link : {LinkClass::nvlink, LinkClass::network}) {
     std::vector<const CollectiveSample*> all, train, test;
-    for (const auto& s : data.samples)
-      if (s.ranks >= 2 && s.link() == link) all.push_back(&s);
+    for (const auto& d : data)
+      for (const auto& s : d.samples)
+        if (s.ranks >= 2 && s.link() == link) all.push_back(&s);
     if (all.empty()) continue;
     for (std::size_t i = 0; i < all.size(); ++i) {
-      const bool hold = options.holdout_every > 0 && all.size() >= 2 * std::size_t(options.holdout_every) &&
-                        i % std::size_t(options.holdout_every) == std::size_t(options.holdout_every) - 1;
+      const bool hold = every > 0 && all.size() >= 2 * every && i % every == offset % every;
       (hold ? test : train).push_back(all[i]);
     }
-    if (test.empty()) test = all;  // too few samples to hold any back: report the fit error
     LinkFit fit;
     fit.link = link;
     fit.train = train.size();
-    fit.held_back = test.size() == all.size() ? 0 : test.size();
-    fit_alpha_beta(train, fit);
-    // Efficiency by size: per power-of-two bin of the training samples.
-    std::map<int, std::vector<double>> bins;
-    for (const auto* s : train)
-      bins[int(std::lround(std::log2(s->bytes)))].push_back(
-          alpha_beta_time(s->op, s->ranks, s->bytes, fit.alpha, fit.bus_bandwidth) / s->time);
-    for (auto& [log2_bytes, ratios] : bins) fit.efficiency_by_size.push_back({double(log2_bytes), median(ratios), ratios.size()});
-    std::vector<double> e_ab, e_curve;
-    for (const auto* s : test) {
-      e_ab.push_back(std::abs(alpha_beta_time(s->op, s->ranks, s->bytes, fit.alpha, fit.bus_bandwidth) - s->time) / s->time);
-      e_curve.push_back(std::abs(fit.predict(s->op, s->ranks, s->bytes) - s->time) / s->time);
-    }
-    fit.alpha_beta_error = relative_error(e_ab);
-    fit.curve_error = relative_error(e_curve);
+    fit.held_back = test.size();
+    if (test.empty()) test = all;  // nothing held back: report the fit's own error
+    fit.model = fit_link(train, options, where);
+    for (const auto* s : test) fit.tested.push_back({*s, fit.predict(s->op, s->ranks, s->bytes)});
     out.links.push_back(std::move(fit));
   }
   if (out.links.empty())
-    throw InputError(data.file, "/runs",
+    throw InputError(where, "/runs",
                      "no sample with two or more GPUs: one-rank collectives are local copies and say nothing about links");
   return out;
 }
@@ -215,19 +307,28 @@ GpuProfile apply_collective_fit(const GpuProfile& base, const CollectiveFit& fit
     note("no NVLink samples: the profile's NVLink figures are unchanged");
     return p;
   }
-  p.nvlink_latency = nv->alpha;
-  if (nv->bus_bandwidth > 0 && p.nvlink_bandwidth > 0) {
-    double eff = nv->bus_bandwidth / p.nvlink_bandwidth;
-    if (eff > 1) {
-      note(fmt::format("measured bus bandwidth {} exceeds the profile's NVLink bandwidth {}: collective_nvlink capped at 1",
-                       format_bandwidth(nv->bus_bandwidth), format_bandwidth(p.nvlink_bandwidth)));
-      eff = 1;
-    }
-    p.efficiency.collective_nvlink = std::max(eff, 0.01);
-  } else {
-    note("no bandwidth fitted or the profile has no NVLink bandwidth: collective_nvlink unchanged");
+  if (!(p.nvlink_bandwidth > 0)) {
+    note("the profile has no NVLink bandwidth to relate the fit to: unchanged");
+    return p;
   }
-  p.sources.push_back(fmt::format("NCCL collectives fitted from {}", fit.source));
+  p.nccl.sources = fit.sources;
+  p.nccl.provenance = fit.provenance;
+  p.nccl.nvlink = nv->model;
+  double top = 0;
+  for (Collective op : kOps)
+    top = std::max(top, fitted_efficiency(nv->model, p.nvlink_bandwidth, op, nv->model.max_ranks, 1e300));
+  if (top > 1) {
+    note(fmt::format("an operation's asymptotic bus bandwidth ({} of {}) exceeds the profile's NVLink bandwidth: "
+                     "collective_nvlink capped at 1",
+                     top, format_bandwidth(p.nvlink_bandwidth)));
+    top = 1;
+  }
+  p.efficiency.collective_nvlink = std::max(top, 0.01);
+  std::string files;
+  for (const auto& s : fit.sources) files += (files.empty() ? "" : ", ") + s;
+  p.sources.push_back(fmt::format("NCCL collectives on NVLink (latency, bus bandwidth and efficiency by size per "
+                                  "operation) fitted from {}",
+                                  files));
   if (fit.find(LinkClass::network))
     note("network fit reported only: put its latency and bandwidth in the scenario's inter_node block");
   return p;
@@ -239,22 +340,22 @@ nlohmann::json to_json(const CollectiveFit& fit) {
     return nlohmann::json{{"count", e.count}, {"median", e.median}, {"p90", e.p90}, {"max", e.max}};
   };
   for (const auto& f : fit.links) {
-    nlohmann::json curve = nlohmann::json::array();
-    for (const auto& pt : f.efficiency_by_size)
-      curve.push_back({{"log2_bytes", pt.log2_bytes}, {"efficiency", pt.efficiency}, {"samples", pt.samples}});
+    nlohmann::json per_op = nlohmann::json::object();
+    for (Collective op : kOps) per_op[std::string(op_name(op))] = err(f.error(0, 1e300, op));
     links.push_back({{"link", std::string(to_string(f.link))},
-                     {"alpha_s", f.alpha},
-                     {"bus_bandwidth_Bps", f.bus_bandwidth},
                      {"train_samples", f.train},
                      {"held_back_samples", f.held_back},
-                     {"efficiency_by_size", curve},
-                     {"alpha_beta_error", err(f.alpha_beta_error)},
-                     {"curve_error", err(f.curve_error)}});
+                     {"model", to_json(f.model)},
+                     {"error", {{"all", err(f.error())},
+                                {"below_64KiB", err(f.error(0, 65536))},
+                                {"from_64KiB", err(f.error(65536))},
+                                {"per_operation", per_op}}}});
   }
-  return {{"format", "clustersim-collective-fit/1"},
-          {"model", "time = latency_steps(op, n) * alpha + bus_factor(op, n) * bytes / bus_bandwidth, divided by "
-                    "efficiency(bytes)"},
-          {"source", fit.source},
+  return {{"format", "clustersim-collective-fit/2"},
+          {"model", "time = latency + latency_per_step * latency_steps(op, n) + bus_factor(op, n) * bytes * "
+                    "(1 / bus_bandwidth + 1 / (bus_factor(op, min(n, max_ranks)) * buffer_bandwidth)) / "
+                    "efficiency_by_size(bytes)^curve_exponent (costmodel/nccl_model.hpp)"},
+          {"sources", fit.sources},
           {"provenance", fit.provenance},
           {"links", links}};
 }

@@ -1,23 +1,32 @@
-// Fitting the collective cost model to NCCL measurements (calibration/nccl output,
-// "clustersim-nccl-bench/1"). Per link class (NVLink inside a node; the network when
-// the data span nodes) it fits the alpha-beta model that costmodel/collectives.cpp uses,
-//   time = latency_steps(op, n) * alpha + bus_factor(op, n) * bytes / bus_bandwidth,
-// by least squares on relative error, then an efficiency-by-message-size curve: the
-// median of (alpha-beta time / measured time) per power-of-two size, interpolated in
-// log2(bytes), for the sizes where protocol changes make NCCL slower than the two
-// numbers say. One-rank samples are local copies, not link measurements, and are skipped.
+// Fitting NCCL's cost model (costmodel/nccl_model.hpp, which has the equations) to NCCL
+// measurements (calibration/nccl output, "clustersim-nccl-bench/1"): per link class (NVLink
+// inside a node; the network when the data span nodes), per operation a latency and its
+// growth per ring step, an asymptotic bus bandwidth and a per-buffer-byte term, and one
+// efficiency-by-size curve shared by all operations (each climbing it with its own
+// exponent). One-rank samples are local copies, not link measurements, and are skipped.
+//
+// The fit alternates two steps, all in relative error (1 KiB and 4 GiB weigh the same):
+//   (1) per operation, with the curve fixed: latency, per-step latency, 1/bus bandwidth
+//       and 1/buffer bandwidth by linear least squares (each sample the row
+//       (1, steps, F S / e, S / e) / t = 1); a term that comes out negative is dropped
+//       and the rest refitted; the curve exponent by a grid search (all-reduce's is 1:
+//       the curve is its shape). Terms the data cannot separate are not fitted: the
+//       per-step latency when every sample has the same step count (send/recv), the
+//       buffer term when the bus factor never changes (broadcast, send/recv).
+//   (2) with the operations fixed: per power-of-two size, the median over operations and
+//       group sizes of the efficiency each sample implies, capped at 1.
+// A fixed number of rounds; the same data give the same fit, bit for bit.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "costmodel/collectives.hpp"
 #include "costmodel/hardware.hpp"
+#include "costmodel/nccl_model.hpp"
 
 namespace clustersim {
-
-enum class LinkClass { nvlink, network };
-std::string_view to_string(LinkClass);
 
 struct CollectiveSample {
   Collective op = Collective::all_reduce;
@@ -38,55 +47,53 @@ struct CollectiveBenchmarks {
 // Reads a clustersim-nccl-bench/1 file; bad content is an InputError with JSON paths.
 CollectiveBenchmarks read_collective_benchmarks(const std::string& file);
 
-// nccl-tests' bus-bandwidth factor, and the alpha count of the ring algorithms that
-// costmodel/collectives.cpp charges (all-reduce 2(n-1); all-gather, reduce-scatter,
-// all-to-all, broadcast n-1; send/recv 1).
-double bus_factor(Collective op, std::int64_t ranks);
-double latency_steps(Collective op, std::int64_t ranks);
-Seconds alpha_beta_time(Collective op, std::int64_t ranks, Bytes bytes, Seconds alpha, BytesPerSecond bus_bandwidth);
-
 struct RelativeError {
   std::size_t count = 0;
   double median = 0, p90 = 0, max = 0;  // |predicted - measured| / measured
+};
+RelativeError relative_error(std::vector<double> errors);
+
+struct PredictedSample {
+  CollectiveSample sample;
+  Seconds predicted = 0;
+  double error() const { return std::abs(predicted - sample.time) / sample.time; }
 };
 
 struct LinkFit {
   LinkClass link = LinkClass::nvlink;
   std::size_t train = 0, held_back = 0;
-  Seconds alpha = 0;
-  BytesPerSecond bus_bandwidth = 0;
-  struct SizePoint {
-    double log2_bytes = 0;
-    double efficiency = 1;  // alpha-beta time / measured time (median over ops, rank counts)
-    std::size_t samples = 0;
-  };
-  std::vector<SizePoint> efficiency_by_size;  // ascending log2_bytes
-  RelativeError alpha_beta_error;  // on held-back samples (all samples when none are held back)
-  RelativeError curve_error;       // the same samples, with the efficiency curve
+  NcclLinkFit model;
+  // The held-back samples with their predictions (every sample when none was held back).
+  std::vector<PredictedSample> tested;
 
-  // Efficiency at a message size: linear in log2(bytes) between points, flat outside.
-  double efficiency(Bytes bytes) const;
-  Seconds predict(Collective op, std::int64_t ranks, Bytes bytes) const;
+  Seconds predict(Collective op, std::int64_t ranks, Bytes bytes) const { return fitted_time(model, op, ranks, bytes); }
+  // Error over the tested samples with min_bytes <= bytes < max_bytes (and one op).
+  RelativeError error(Bytes min_bytes = 0, Bytes max_bytes = 1e300, std::optional<Collective> op = std::nullopt) const;
 };
 
 struct CollectiveFitOptions {
-  int holdout_every = 5;  // every Nth multi-rank sample (file order) is held back; 0: none
+  int holdout_every = 5;   // every Nth multi-rank sample of a link class (file order) is held back; 0: none
+  int holdout_offset = -1;  // which of each N: i % N == offset; -1 the last (N - 1)
+  int rounds = 25;          // alternations of the two steps
 };
 
 struct CollectiveFit {
-  std::string source;
-  nlohmann::json provenance;
-  std::vector<LinkFit> links;  // the classes the data cover, nvlink first
+  std::vector<std::string> sources;
+  nlohmann::json provenance = nlohmann::json::array();  // per source, the lines that identify the run
+  std::vector<LinkFit> links;                            // the classes the data cover, nvlink first
   const LinkFit* find(LinkClass l) const;
 };
 
-// Throws InputError when the data hold no sample with two or more ranks.
-CollectiveFit fit_collectives(const CollectiveBenchmarks& data, const CollectiveFitOptions& options);
+// Fits all files together (e.g. the 2- and 4-GPU runs), samples taken in file order.
+// Throws InputError when the data hold no sample with two or more ranks, or a link class
+// lacks an operation (the profile section needs all six).
+CollectiveFit fit_collectives(const std::vector<CollectiveBenchmarks>& data, const CollectiveFitOptions& options);
 
-// `base` with the NVLink fit applied: nvlink latency = alpha and efficiency.collective_nvlink
-// = bus bandwidth / nvlink bandwidth (the cost model's ring term is bytes / (that product)),
-// capped at 1 with a note in `notes`. The network class has no GPU-profile field: its
-// figures belong in a scenario's inter_node block and are only reported.
+// `base` with the NVLink fit as its nccl section, and collective_nvlink (the platform's
+// NVLink flow rate and the constant that multi-node rings use) set to the highest
+// asymptotic efficiency of any operation, capped at 1 (with a note in `notes`), so that
+// the fitted factor on it is >= 1 and flows are never faster than NCCL was measured. The
+// network class has no GPU-profile field: its figures are only reported.
 GpuProfile apply_collective_fit(const GpuProfile& base, const CollectiveFit& fit, std::vector<std::string>* notes);
 
 nlohmann::json to_json(const CollectiveFit& fit);

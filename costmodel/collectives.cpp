@@ -1,4 +1,5 @@
 #include "costmodel/collectives.hpp"
+#include "costmodel/nccl_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -107,6 +108,11 @@ Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Gro
   if (g.per_node > 1) ring_bw = std::min(ring_bw, intra_bw);
   if (multi_node) ring_bw = std::min(ring_bw, net_bw);
   const double steps = n - 1;
+  // NCCL as measured inside one node (the profile's nccl section): the fitted latency and
+  // the per-op, per-size efficiency on the ring term; NCCL's rings at every size there.
+  if (!multi_node && g.per_node > 1)
+    if (const auto f = nvlink_nccl_terms(c, kind, g.size, bytes))
+      return f->latency + f->ring_factor * bus_factor(kind, g.size) * bytes / intra_bw;
 
   switch (kind) {
     case Collective::all_reduce:

@@ -54,12 +54,77 @@ FlopPerSecond GpuProfile::peak(DType t) const {
   return 0;
 }
 
+namespace {
+
+// The optional "nccl" section (see NcclCalibration): every number the collective fit
+// wrote, each checked where it stands.
+NcclCalibration parse_nccl(const nlohmann::json& doc, Diagnostics& diag) {
+  NcclCalibration n;
+  ObjectReader r(doc, "/nccl", diag, {"sources", "provenance", "nvlink"});
+  if (!r.valid()) return n;
+  if (const auto* src = r.get("sources"); src && src->is_array() && !src->empty()) {
+    for (std::size_t i = 0; i < src->size(); ++i) {
+      if ((*src)[i].is_string()) n.sources.push_back((*src)[i].get<std::string>());
+      else diag.error(json_path("/nccl/sources", i), "expected a string");
+    }
+  } else {
+    diag.error("/nccl/sources", "expected a non-empty array of the benchmark files the fit used");
+  }
+  if (const auto* prov = r.get("provenance")) n.provenance = *prov;
+  const auto* nv = r.object("nvlink");
+  if (!nv) return n;
+  ObjectReader lr(*nv, "/nccl/nvlink", diag, {"max_ranks", "efficiency_by_size", "ops"});
+  auto& link = n.nvlink;
+  const auto max_ranks = lr.integer("max_ranks", 2, 1 << 20);
+  const auto* curve = lr.get("efficiency_by_size");
+  if (!curve || !curve->is_array() || curve->empty()) {
+    diag.error("/nccl/nvlink/efficiency_by_size", "expected a non-empty array of [bytes, efficiency]");
+  } else {
+    for (std::size_t i = 0; i < curve->size(); ++i) {
+      const auto& q = (*curve)[i];
+      const bool ok = q.is_array() && q.size() == 2 && q[0].is_number() && q[1].is_number() &&
+                      q[0].get<double>() > 0 && q[1].get<double>() > 0 && q[1].get<double>() <= 1;
+      if (!ok) {
+        diag.error(json_path("/nccl/nvlink/efficiency_by_size", i),
+                   fmt::format("expected [bytes > 0, efficiency in (0, 1]], got {}", describe(q)));
+        continue;
+      }
+      if (!link.curve.empty() && q[0].get<double>() <= link.curve.back().bytes) {
+        diag.error(json_path("/nccl/nvlink/efficiency_by_size", i), "sizes must ascend");
+        continue;
+      }
+      link.curve.push_back({q[0].get<double>(), q[1].get<double>()});
+    }
+  }
+  if (const auto* ops = lr.object("ops")) {
+    ObjectReader orr(*ops, "/nccl/nvlink/ops", diag,
+                     {kNcclOpNames[0], kNcclOpNames[1], kNcclOpNames[2], kNcclOpNames[3], kNcclOpNames[4], kNcclOpNames[5]});
+    for (std::size_t i = 0; i < kNcclOpNames.size(); ++i) {
+      const auto* op = orr.object(kNcclOpNames[i]);
+      if (!op) continue;
+      const std::string base = "/nccl/nvlink/ops/" + std::string(kNcclOpNames[i]);
+      ObjectReader o(*op, base, diag, {"latency", "latency_per_step", "bus_bandwidth", "buffer_bandwidth", "curve_exponent"});
+      auto& f = link.ops[i];
+      f.latency = o.quantity("latency", Dimension::time).value_or(0);
+      f.latency_per_step = o.quantity("latency_per_step", Dimension::time).value_or(0);
+      f.bus_bandwidth = o.quantity("bus_bandwidth", Dimension::bandwidth).value_or(0);
+      f.buffer_bandwidth = o.quantity("buffer_bandwidth", Dimension::bandwidth, false).value_or(0);
+      f.curve_exponent = o.number("curve_exponent", 0.01, 100.0).value_or(1);
+      if (o.has("bus_bandwidth") && !(f.bus_bandwidth > 0)) diag.error(base + "/bus_bandwidth", "expected a bandwidth > 0");
+    }
+  }
+  // Only a complete section switches the fitted model on.
+  if (max_ranks && diag.ok()) link.max_ranks = *max_ranks;
+  return n;
+}
+
+}  // namespace
+
 GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   GpuProfile p;
   ObjectReader r(doc, "", diag,
                  {"name", "display_name", "status", "sms", "l2", "peak", "memory", "nvlink", "pcie", "efficiency",
-                  "sources", "calibration", "host_dispatch",
-                  "overlap_interference"});
+                  "sources", "calibration", "host_dispatch", "overlap_interference", "nccl"});
   if (!r.valid()) return p;
   p.name = r.string("name").value_or("");
   p.display_name = r.string("display_name", false).value_or(p.name);
@@ -199,6 +264,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     p.interference.compute = orr.number("compute", 1.0, 10.0).value_or(1.0);
     p.interference.comm = orr.number("comm", 1.0, 10.0).value_or(1.0);
   }
+  if (const auto* nc = r.object("nccl", false)) p.nccl = parse_nccl(*nc, diag);
   if (const auto* src = r.get("sources")) {
     if (!src->is_array()) diag.error("/sources", "expected an array of strings");
     else
@@ -210,6 +276,24 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     diag.error("/sources", "required key is missing: every profile says where its numbers come from");
   }
   return p;
+}
+
+nlohmann::json to_json(const NcclLinkFit& link) {
+  using nlohmann::json;
+  auto q = [](double v, const char* unit) { return fmt::format("{:.17g}{}", v, unit); };
+  json curve = json::array();
+  for (const auto& pt : link.curve) curve.push_back({pt.bytes, pt.efficiency});
+  json ops = json::object();
+  for (std::size_t i = 0; i < kNcclOpNames.size(); ++i) {
+    const auto& f = link.ops[i];
+    json o{{"latency", q(f.latency, "s")},
+           {"latency_per_step", q(f.latency_per_step, "s")},
+           {"bus_bandwidth", q(f.bus_bandwidth, "Bps")},
+           {"curve_exponent", f.curve_exponent}};
+    if (f.buffer_bandwidth > 0) o["buffer_bandwidth"] = q(f.buffer_bandwidth, "Bps");
+    ops[std::string(kNcclOpNames[i])] = o;
+  }
+  return {{"max_ranks", link.max_ranks}, {"efficiency_by_size", curve}, {"ops", ops}};
 }
 
 nlohmann::json to_json(const GpuProfile& p) {
@@ -282,6 +366,8 @@ nlohmann::json to_json(const GpuProfile& p) {
                             {"fsdp_mixed_per_unit", q(h.fsdp_mixed_per_unit, "s")},
                             {"fsdp2_per_unit", q(h.fsdp2_per_unit, "s")}};
   }
+  if (p.nccl.present())
+    doc["nccl"] = {{"sources", p.nccl.sources}, {"provenance", p.nccl.provenance}, {"nvlink", to_json(p.nccl.nvlink)}};
   return doc;
 }
 

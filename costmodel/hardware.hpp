@@ -99,6 +99,41 @@ struct OverlapInterference {
   bool present() const { return !source.empty(); }
 };
 
+// NCCL as measured on one link class (calibration/nccl, fitted by costmodel/collective_fit;
+// evaluated by costmodel/nccl_model, which has the equations). Per operation, in the
+// order of costmodel's Collective enum (kNcclOpNames: the benchmark's names):
+//   latency(n)        = latency + latency_per_step x latency_steps(op, n)
+//   transfer rate(n, S) = curve(S)^curve_exponent / (1 / bus_bandwidth + 1 / (bus_factor(op, n) x buffer_bandwidth))
+// (bus bytes per second once the latency is paid; n capped at max_ranks in the bus factor)
+// bus_bandwidth is what the link moves per rank (nccl-tests' bus bytes), buffer_bandwidth
+// a cost per byte of the buffer that more ranks do not spread (0: none), and the curve,
+// shared by all operations, the efficiency by message size (protocol regimes).
+struct NcclOpFit {
+  Seconds latency = 0;
+  Seconds latency_per_step = 0;
+  BytesPerSecond bus_bandwidth = 0;
+  BytesPerSecond buffer_bandwidth = 0;  // 0: no such term
+  double curve_exponent = 1;
+};
+constexpr std::array<std::string_view, 6> kNcclOpNames{"all_reduce", "all_gather", "reduce_scatter",
+                                                      "all_to_all", "broadcast",  "send_recv"};
+struct NcclLinkFit {
+  std::array<NcclOpFit, 6> ops;
+  struct Point {
+    Bytes bytes = 0;
+    double efficiency = 1;
+  };
+  std::vector<Point> curve;  // ascending bytes; log-interpolated in log2(bytes), flat outside
+  std::int64_t max_ranks = 0;  // largest group measured: buffer terms are not extrapolated beyond it
+  bool present() const { return max_ranks > 0; }
+};
+struct NcclCalibration {
+  std::vector<std::string> sources;  // the benchmark files
+  nlohmann::json provenance;         // per source: NCCL version, GPUs, date
+  NcclLinkFit nvlink;                // groups inside one node (NVLink / NVSwitch)
+  bool present() const { return nvlink.present(); }
+};
+
 struct GpuProfile {
   std::string name;          // "a100-sxm4-80gb"
   std::string display_name;  // "NVIDIA A100-SXM4-80GB"
@@ -116,6 +151,7 @@ struct GpuProfile {
   Calibration calibration;
   HostDispatch host;
   OverlapInterference interference;
+  NcclCalibration nccl;  // optional: without it collectives use the constant efficiencies
   std::vector<std::string> sources;
 
   // Peak dense rate for a compute type; 0 when the GPU has no such units.
@@ -127,6 +163,8 @@ struct GpuProfile {
 GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag);
 // The profile as a document parse_gpu_profile() reads back (used to save fits).
 nlohmann::json to_json(const GpuProfile& p);
+// The nccl section's per-link part, as the profile holds it.
+nlohmann::json to_json(const NcclLinkFit& link);
 // A built-in profile by name, else a profile file path; nullopt when neither exists.
 std::optional<GpuProfile> find_gpu_profile(const std::string& name_or_path);
 std::vector<std::string> builtin_gpu_names();

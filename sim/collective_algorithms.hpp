@@ -28,6 +28,7 @@ struct CollectiveCall {
   Bytes bytes = 0;
   std::vector<std::vector<std::int64_t>> groups;  // global GPU ranks of each group, in rank order
   std::string label;                               // for the trace
+  bool nccl_fitted = false;  // already scaled by the profile's NCCL fit (run_nccl_fitted)
 };
 
 using CollectiveAlgorithm = void (*)(Network& net, const CollectiveCall& call);
@@ -60,6 +61,9 @@ void hierarchical(Network& net, const CollectiveCall& call);
 void node_aggregated(Network& net, const CollectiveCall& call);
 void all_to_all_direct(Network& net, const CollectiveCall& call);
 void point_to_point(Network& net, const CollectiveCall& call);
+// NCCL as measured inside one node (the profile's nccl section): false, doing nothing,
+// unless every group sits inside one NVLink node and the profile has the fit.
+bool run_nccl_fitted(Network& net, std::string_view setting, const CollectiveCall& call);
 
 // Shared by the ring algorithms: the ring orders ("channels") of a group and the share
 // of the data each carries. Inside one node of an NVLink mesh: the rings costmodel

@@ -53,6 +53,8 @@ class Network {
   Bytes bytes_sent() const { return bytes_; }
   // Every link that carried traffic, sorted by name.
   std::vector<LinkLoad> link_loads() const;
+  // The cluster when its profile's NCCL fit prices collectives inside a node, else null.
+  const ClusterModel* nccl_fit() const { return platform_.nccl_fit ? &*platform_.nccl_fit : nullptr; }
 
  private:
   struct Route {

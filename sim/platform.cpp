@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <simgrid/s4u.hpp>
 
+#include "costmodel/nccl_model.hpp"
+
 namespace sg4 = simgrid::s4u;
 
 namespace clustersim::sim {
@@ -42,8 +44,13 @@ struct Builder {
 
 }  // namespace
 
-Platform build_platform(const ClusterModel& c) {
+Platform build_platform(const ClusterModel& cluster) {
+  // With the profile's NCCL fit, collectives inside a node pay NCCL's measured latency
+  // once (run_collective): the links there would count it twice.
+  ClusterModel c = cluster;
+  if (nvlink_fit_applies(cluster)) c.intra_latency = 0;
   Platform p;
+  if (nvlink_fit_applies(cluster)) p.nccl_fit = cluster;
   p.gpus_per_node = c.gpus_per_node;
   p.switched_nodes = c.fabric != Fabric::nvlink_mesh;
   if (c.fabric == Fabric::nvlink_mesh && c.gpus_per_node > 1) p.mesh = mesh_wiring(c);

@@ -26,9 +26,13 @@
 // Bandwidths are scaled by the GPU profile's NCCL efficiencies (collective_nvlink for
 // the intra-node fabric, collective_network for NICs), the same achievable fractions
 // the analytical estimator uses, so that the two agree on contention-free cases.
+// A GPU profile with a fitted NCCL section (costmodel/nccl_model.hpp) changes the node:
+// its links carry no latency, since collectives there pay NCCL's measured latency once,
+// as a delay (sim/collectives/nccl_fitted.cpp).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "costmodel/cluster.hpp"
@@ -51,6 +55,9 @@ struct Platform {
   // inside a node follow the rings costmodel packs on it (hybrid_cube_mesh_rings).
   MeshWiring mesh;
   nlohmann::json description;  // what was built, for provenance
+  // The cluster, when its GPU profile's NCCL fit prices the collectives inside a node
+  // (sim/collectives/nccl_fitted.cpp); empty for platform files and unfitted profiles.
+  std::optional<ClusterModel> nccl_fit;
 };
 
 // Builds the platform in the current SimGrid engine (call once, before running).

@@ -166,6 +166,7 @@ void run_collective(Network& net, std::string_view setting, const CollectiveCall
   if (call.groups.empty() || call.bytes <= 0) return;
   const auto n = static_cast<std::int64_t>(call.groups.front().size());
   if (n < 2) return;
+  if (run_nccl_fitted(net, setting, call)) return;
   if (call.kind == Collective::all_to_all) return all_to_all_direct(net, call);
   if (call.kind == Collective::send_recv) return point_to_point(net, call);
   std::string_view name = setting;

@@ -24,15 +24,21 @@ Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
 using clustersim::test::write_temp;
 
-// all-gather on 2..8 ranks: time = (n-1) alpha + (n-1)/n bytes / busbw.
-json synthetic_all_gather(double alpha, double busbw) {
+// Every collective on 2..8 ranks, NCCL's ring alpha-beta: time = steps alpha + F bytes / busbw
+// (steps and F as costmodel/nccl_model.hpp: all-reduce 2(n-1) and 2(n-1)/n, all-gather,
+// reduce-scatter, all-to-all n-1 and (n-1)/n, broadcast n-1 and 1, send/recv 1 and 1).
+json synthetic_bench(double alpha, double busbw) {
   json runs = json::array();
   for (int n : {2, 4, 8}) {
     json results = json::array();
-    for (int e = 10; e <= 30; ++e) {
-      const double bytes = std::ldexp(1.0, e);
-      results.push_back({{"op", "all_gather"}, {"gpus", n}, {"bytes", bytes},
-                         {"time_s", (n - 1) * alpha + (n - 1.0) / n * bytes / busbw}});
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"}) {
+      const std::string o = op;
+      const double steps = o == "all_reduce" ? 2.0 * (n - 1) : o == "send_recv" ? 1.0 : n - 1.0;
+      const double factor = o == "all_reduce" ? 2.0 * (n - 1) / n : o == "broadcast" || o == "send_recv" ? 1.0 : (n - 1.0) / n;
+      for (int e = 10; e <= 30; ++e) {
+        const double bytes = std::ldexp(1.0, e);
+        results.push_back({{"op", o}, {"gpus", n}, {"bytes", bytes}, {"time_s", steps * alpha + factor * bytes / busbw}});
+      }
     }
     runs.push_back({{"gpus", n}, {"check_passed", true}, {"results", results}});
   }
@@ -52,7 +58,7 @@ TEST_CASE("a fitted collective profile drives the estimator's tensor-parallel ti
   // A100 profile: 300 GB/s NVLink, collective_nvlink 0.76. Data at 114 GB/s bus bandwidth
   // (efficiency 0.38, half the profile's) and 3 us latency.
   const double busbw = 114e9;
-  const auto data = write_temp("cf-synth.json", synthetic_all_gather(3e-6, busbw).dump());
+  const auto data = write_temp("cf-synth.json", synthetic_bench(3e-6, busbw).dump());
   const auto profile = fs::temp_directory_path() / "clustersim-test-cf-profile.json";
   const auto fit = run("calibrate fit-collectives " + data.string() + " --base a100-sxm4-80gb --holdout 0 --out " +
                        profile.string());
@@ -77,4 +83,26 @@ TEST_CASE("a fitted collective profile drives the estimator's tensor-parallel ti
   CHECK(tp_base > 0);
   CHECK(tp_fit / tp_base == Approx(0.76 * 300e9 / busbw).epsilon(0.05));
   CHECK(f["iteration_time_s"].get<double>() > b["iteration_time_s"].get<double>());
+}
+
+TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCCL section included",
+          "[cli][calibration][collective_fit]") {
+  // As README.md and tests/core/test_calibration.cpp write it, from the repository root
+  // (the profile records the paths it was given).
+  const fs::path out = fs::temp_directory_path() / "clustersim-test-h100-regenerated.json";
+  const std::string d = "calibration/data/h100-sxm5-80gb/";
+  const auto r = run("calibrate fit " + d + "microbench-2026-11-26.json --attention " + d + "sdpa-flash-2026-11-26.json" +
+                     " --host " + d + "host-dispatch-2026-11-26.json --overlap " + d + "overlap-2026-11-26.json" +
+                     " --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " +
+                     d + "nccl-4gpu-2026-11-26.json --name h100-sxm5-80gb --holdout 0 --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("collective fit from 2 file(s), 276 samples"));
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string shipped = slurp(fs::path(CLUSTERSIM_SOURCE_DIR) / "costmodel/profiles/h100-sxm5-80gb.json");
+  CHECK(slurp(out) == shipped);
+  fs::remove(out);
 }

@@ -1,9 +1,11 @@
-// Calibration: the shipped H100 profile is exactly what the fit makes of the committed
-// measurements, and the fit predicts held-back measurements well.
+// Calibration: the shipped H100 profile is exactly what the fits make of the committed
+// measurements (microbenchmarks, flash attention, NCCL on 2 and 4 GPUs), and the fit
+// predicts held-back measurements well.
 #include <catch2/catch.hpp>
 #include <cstdio>
 
 #include "costmodel/calibration.hpp"
+#include "costmodel/collective_fit.hpp"
 #include "costmodel/kernels.hpp"
 #include "scenarios/json_reader.hpp"
 
@@ -28,16 +30,31 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   const std::string overlap = kData + "overlap-2026-11-26.json";
   fitted.interference = fit_overlap_interference(overlap);
   fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " + overlap);
+  const CollectiveFit nccl = fit_collectives({read_collective_benchmarks(kData + "nccl-2gpu-2026-11-26.json"),
+                                              read_collective_benchmarks(kData + "nccl-4gpu-2026-11-26.json")},
+                                             {0});
+  fitted = apply_collective_fit(fitted, nccl, nullptr);
   const auto shipped = find_gpu_profile("h100-sxm5-80gb");
   REQUIRE(shipped);
   CHECK(shipped->status == "calibrated");
-  // Regenerate with (one line): clustersim calibrate fit
+  CHECK(shipped->nccl.present());
+  // Regenerate with (one line, from the repository root): clustersim calibrate fit
   //   calibration/data/h100-sxm5-80gb/microbench-2026-11-26.json
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
   //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json
   //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
+  //   --nccl calibration/data/h100-sxm5-80gb/nccl-2gpu-2026-11-26.json
+  //   --nccl calibration/data/h100-sxm5-80gb/nccl-4gpu-2026-11-26.json
   //   --name h100-sxm5-80gb --holdout 0 --out costmodel/profiles/h100-sxm5-80gb.json
   CHECK(to_json(fitted).dump() == to_json(*shipped).dump());
+}
+
+TEST_CASE("the datasheet H100 profile stays datasheet-only", "[calibration]") {
+  const auto d = find_gpu_profile("h100-sxm5-80gb-datasheet");
+  REQUIRE(d);
+  CHECK(d->status == "datasheet");
+  CHECK_FALSE(d->calibration.present());
+  CHECK_FALSE(d->nccl.present());
 }
 
 TEST_CASE("the fit predicts held-back microbenchmarks (median error <= 5%)", "[calibration]") {
