@@ -28,7 +28,10 @@ std::string describe(const MeshRings& r) {
   std::string s;
   for (const auto& ring : r.rings) {
     s += s.empty() ? "" : ", ";
-    for (std::size_t i = 0; i < ring.order.size(); ++i) s += (i ? "-" : "") + std::to_string(ring.order[i]);
+    for (std::size_t i = 0; i < ring.order.size(); ++i) {
+      if (i) s += '-';
+      s += std::to_string(ring.order[i]);
+    }
     s += " x" + std::to_string(ring.width);
   }
   return s + (r.nvlink ? "" : " (through the host)");
