@@ -96,6 +96,8 @@ BytesPerSecond intra_ring_bandwidth(const ClusterModel& c, const Group& g) {
   return slowest;
 }
 
+bool tree_all_reduce_considered(bool nvlink_mesh, bool one_node) { return !(nvlink_mesh && one_node); }
+
 Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Group g, double node_share) {
   const double n = double(g.size);
   if (g.size <= 1 || bytes <= 0) return 0;
@@ -116,11 +118,7 @@ Seconds collective_time(const ClusterModel& c, Collective kind, Bytes bytes, Gro
 
   switch (kind) {
     case Collective::all_reduce:
-      // Inside one node of an NVLink mesh the ring: a binary tree's edges are not the
-      // NVLinks there, and NCCL's tree inside a node is a chain that pays the ring's
-      // 2(n-1) intra-node latencies (tuning.cc: 2 ((nRanks/nNodes-1) intraLat +
-      // log2(nNodes) interLat)), so its tuner never picks it on one node.
-      if (c.fabric == Fabric::nvlink_mesh && !multi_node)
+      if (!tree_all_reduce_considered(c.fabric == Fabric::nvlink_mesh, !multi_node))
         return all_reduce_time(AllReduceAlgorithm::ring, g.size, bytes, ring_bw, alpha);
       return all_reduce_time(choose_all_reduce(g.size, bytes, ring_bw, alpha), g.size, bytes, ring_bw, alpha);
     case Collective::all_gather:

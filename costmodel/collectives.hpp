@@ -49,6 +49,11 @@ BytesPerSecond intra_ring_bandwidth(const ClusterModel& c, const Group& g);
 // 2 B/bw + 2 ceil(log2 n) alpha. The tree wins when B/(n bw) < alpha (n - 1 - ceil(log2 n)).
 enum class AllReduceAlgorithm { ring, tree };
 AllReduceAlgorithm choose_all_reduce(std::int64_t ranks, Bytes bytes, double bandwidth, Seconds alpha);
+// Whether the tree is a candidate at all: not inside one node of an NVLink mesh, where a
+// binary tree's edges are not the NVLinks and NCCL's intra-node tree is a chain that pays
+// the ring's 2(n-1) intra-node latencies (tuning.cc: 2 ((nRanks/nNodes-1) intraLat +
+// log2(nNodes) interLat)), so its tuner never picks it there.
+bool tree_all_reduce_considered(bool nvlink_mesh, bool one_node);
 Seconds all_reduce_time(AllReduceAlgorithm a, std::int64_t ranks, Bytes bytes, double bandwidth, Seconds alpha);
 
 // `node_share`: the fraction of a node's network bandwidth this group can use (groups

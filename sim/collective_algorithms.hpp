@@ -78,7 +78,7 @@ struct RingChannel {
   double max_rate = 0;              // bytes/s its edge flows may not exceed; 0: no cap
 };
 std::vector<RingChannel> ring_channels(const Network& net, const std::vector<std::int64_t>& group);
-// What "auto" judges an all-reduce's ring by, as the estimator's bandwidth and alpha:
+// What "auto" judges an all-reduce's ring by (choose_all_reduce's bandwidth and alpha):
 // the rate (bytes/s per rank) the call's rings stream at on their own, and a step's
 // latency (the slowest ring edge's route).
 struct RingRate {

@@ -139,14 +139,15 @@ RingRate ring_rate(Network& net, const CollectiveCall& call) {
   const bool inside_nodes =
       std::all_of(call.groups.begin(), call.groups.end(), [&](const auto& group) { return inside_one_node(net, group); });
   // Inside one node: a switch gives every edge the same port bandwidth; a mesh node the
-  // rings costmodel packs (the estimator's own figure). Both cheap: most calls are these.
+  // rings costmodel packs (ring_bandwidth, which collective_time uses too). Both cheap:
+  // most calls are these.
   if (inside_nodes && net.mesh())
     return {clustersim::ring_bandwidth(*net.mesh(), hybrid_cube_mesh_rings(local_indices(net, g))), net.latency(g[0], g[1])};
   if (inside_nodes && net.switched_nodes()) return {net.edge_bandwidth(g[0], g[1]), net.latency(g[0], g[1])};
   // Otherwise from the rings themselves: every ring edge puts its channel's share of the
   // data on the links of its route (all groups of the call at once, as they run), and the
   // ring streams at the least link bandwidth / share: for rings across nodes the NICs,
-  // and the route's latency the network's, as the estimator prices them. Judging by the
+  // and the route's latency the network's. Judging by the
   // first edge alone took a ring whose first two ranks share a node for an NVLink ring.
   std::map<int, double> load;  // ordered: deterministic
   RingRate r;
@@ -174,9 +175,8 @@ void run_collective(Network& net, std::string_view setting, const CollectiveCall
     const bool inside_nodes =
         std::all_of(call.groups.begin(), call.groups.end(), [&](const auto& g) { return inside_one_node(net, g); });
     name = inside_nodes && (net.switched_nodes() || net.mesh()) ? "node-aggregated" : "ring-pipelined";
-    // Inside one node of an NVLink mesh always the ring, as the estimator decides
-    // (collective_time says why); elsewhere judged on the call's rings.
-    if (call.kind == Collective::all_reduce && !(net.mesh() && inside_nodes)) {
+    // Judged on the call's rings, where the tree is a candidate at all.
+    if (call.kind == Collective::all_reduce && tree_all_reduce_considered(net.mesh() != nullptr, inside_nodes)) {
       const RingRate r = ring_rate(net, call);
       if (choose_all_reduce(n, call.bytes, r.bandwidth, r.latency) == AllReduceAlgorithm::tree) name = "tree";
     }
