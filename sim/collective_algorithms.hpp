@@ -77,6 +77,8 @@ struct RingChannel {
   double share = 1;                 // fraction of the collective's data it carries
   double max_rate = 0;              // bytes/s its edge flows may not exceed; 0: no cap
 };
+// A group's ranks split by node, in rank order (a new part wherever the node changes).
+std::vector<std::vector<std::int64_t>> split_by_node(const Network& net, const std::vector<std::int64_t>& group);
 std::vector<RingChannel> ring_channels(const Network& net, const std::vector<std::int64_t>& group);
 // What "auto" judges an all-reduce's ring by (choose_all_reduce's bandwidth and alpha):
 // the rate (bytes/s per rank) the call's rings stream at on their own, and a step's

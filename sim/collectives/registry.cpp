@@ -78,14 +78,18 @@ bool inside_one_node(const Network& net, const std::vector<std::int64_t>& g) {
 
 }  // namespace
 
-std::vector<RingChannel> ring_channels(const Network& net, const std::vector<std::int64_t>& group) {
-  const MeshWiring* mesh = net.mesh();
-  // Split the group by node (ranks stay in rank order inside a node).
+std::vector<std::vector<std::int64_t>> split_by_node(const Network& net, const std::vector<std::int64_t>& group) {
   std::vector<std::vector<std::int64_t>> by_node;
   for (auto r : group) {
     if (by_node.empty() || net.node_of(by_node.back().front()) != net.node_of(r)) by_node.push_back({});
     by_node.back().push_back(r);
   }
+  return by_node;
+}
+
+std::vector<RingChannel> ring_channels(const Network& net, const std::vector<std::int64_t>& group) {
+  const MeshWiring* mesh = net.mesh();
+  std::vector<std::vector<std::int64_t>> by_node = split_by_node(net, group);
   const std::size_t local = by_node.front().size();
   const bool uniform = std::all_of(by_node.begin(), by_node.end(), [&](const auto& v) { return v.size() == local; });
   if (mesh && by_node.size() == 1 && local >= 2) {

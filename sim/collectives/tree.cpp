@@ -36,11 +36,7 @@ void double_binary_tree(Network& net, const CollectiveCall& call) {
     alpha = std::max(alpha, net.latency(child, parent));
   };
   for (const auto& g : call.groups) {
-    std::vector<std::vector<std::int64_t>> by_node;
-    for (auto r : g) {
-      if (by_node.empty() || net.node_of(by_node.back().front()) != net.node_of(r)) by_node.push_back({});
-      by_node.back().push_back(r);
-    }
+    std::vector<std::vector<std::int64_t>> by_node = split_by_node(net, g);
     const std::size_t local = by_node.front().size();
     const bool uniform = std::all_of(by_node.begin(), by_node.end(), [&](const auto& v) { return v.size() == local; });
     if (by_node.size() < 2 || local < 2 || !uniform) {
