@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "costmodel/transfer.hpp"
 #include "scenarios/embedded.hpp"
 #include "scenarios/json_reader.hpp"
 
@@ -118,27 +119,61 @@ NcclCalibration parse_nccl(const nlohmann::json& doc, Diagnostics& diag) {
   return n;
 }
 
+PublishedPair parse_pair(ObjectReader& parent, std::string_view key, Dimension dim, Diagnostics& diag) {
+  PublishedPair pair;
+  const auto* v = parent.object(key, false);
+  if (!v) return pair;
+  ObjectReader r(*v, parent.path(key), diag, {"target", "reference", "source"});
+  pair.target = r.quantity("target", dim).value_or(0);
+  pair.reference = r.quantity("reference", dim).value_or(0);
+  pair.source = r.string("source").value_or("");
+  if (pair.target <= 0 && r.has("target")) diag.error(r.path("target"), "expected a positive rate");
+  if (pair.reference <= 0 && r.has("reference")) diag.error(r.path("reference"), "expected a positive rate");
+  return pair;
+}
+
+// The optional "transfer" section (see TransferSpec): the reference profile and the
+// published benchmark pairs that correct the carried-over fractions.
+TransferSpec parse_transfer(const nlohmann::json& doc, Diagnostics& diag) {
+  TransferSpec t;
+  ObjectReader r(doc, "/transfer", diag, {"from", "published"});
+  if (!r.valid()) return t;
+  t.from = r.string("from").value_or("");
+  if (const auto* pub = r.object("published", false)) {
+    ObjectReader pr(*pub, "/transfer/published", diag, {"gemm", "attention", "memory_bandwidth"});
+    if (const auto* gemm = pr.object("gemm", false)) {
+      ObjectReader gr(*gemm, "/transfer/published/gemm", diag, {"fp32", "tf32", "fp16", "bf16", "fp8"});
+      for (DType d : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8})
+        t.gemm[static_cast<std::size_t>(d)] = parse_pair(gr, to_string(d), Dimension::flop_rate, diag);
+    }
+    t.attention = parse_pair(pr, "attention", Dimension::flop_rate, diag);
+    t.memory = parse_pair(pr, "memory_bandwidth", Dimension::bandwidth, diag);
+  }
+  return t;
+}
+
 }  // namespace
 
 GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   GpuProfile p;
   ObjectReader r(doc, "", diag,
                  {"name", "display_name", "status", "sms", "l2", "peak", "memory", "nvlink", "pcie", "efficiency",
-                  "sources", "calibration", "host_dispatch", "overlap_interference", "nccl"});
+                  "sources", "calibration", "host_dispatch", "overlap_interference", "nccl", "transfer"});
   if (!r.valid()) return p;
   p.name = r.string("name").value_or("");
   p.display_name = r.string("display_name", false).value_or(p.name);
-  p.status = r.choice("status", {"datasheet", "calibrated"}).value_or("datasheet");
+  p.status = r.choice("status", {"datasheet", "transferred", "calibrated"}).value_or("datasheet");
   p.sms = static_cast<int>(r.integer("sms", 1, 100000).value_or(1));
   p.l2 = r.quantity("l2", Dimension::bytes, false).value_or(0);
   if (const auto* peak = r.object("peak")) {
-    ObjectReader pr(*peak, "/peak", diag, {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8"});
+    ObjectReader pr(*peak, "/peak", diag, {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4"});
     p.peak_fp64 = pr.quantity("fp64", Dimension::flop_rate, false).value_or(0);
     p.peak_fp32 = pr.quantity("fp32", Dimension::flop_rate).value_or(0);
     p.peak_tf32 = pr.quantity("tf32", Dimension::flop_rate, false).value_or(0);
     p.peak_fp16 = pr.quantity("fp16", Dimension::flop_rate).value_or(0);
     p.peak_bf16 = pr.quantity("bf16", Dimension::flop_rate, false).value_or(0);
     p.peak_fp8 = pr.quantity("fp8", Dimension::flop_rate, false).value_or(0);
+    p.peak_fp4 = pr.quantity("fp4", Dimension::flop_rate, false).value_or(0);
   }
   if (const auto* mem = r.object("memory")) {
     ObjectReader mr(*mem, "/memory", diag, {"capacity", "bandwidth", "reserved"});
@@ -157,7 +192,8 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     ObjectReader pr(*pc, "/pcie", diag, {"bandwidth"});
     p.pcie_bandwidth = pr.quantity("bandwidth", Dimension::bandwidth).value_or(0);
   }
-  if (const auto* eff = r.object("efficiency")) {
+  // A transferred profile takes its efficiency figures from its reference.
+  if (const auto* eff = r.object("efficiency", !r.has("transfer"))) {
     ObjectReader er(*eff, "/efficiency", diag,
                     {"gemm_max", "gemm_k_half", "attention", "memory", "memory_half_size", "kernel_overhead",
                      "collective_nvlink", "collective_network", "memory_kinds"});
@@ -265,6 +301,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     p.interference.comm = orr.number("comm", 1.0, 10.0).value_or(1.0);
   }
   if (const auto* nc = r.object("nccl", false)) p.nccl = parse_nccl(*nc, diag);
+  if (const auto* tr = r.object("transfer", false)) p.transfer = parse_transfer(*tr, diag);
   if (const auto* src = r.get("sources")) {
     if (!src->is_array()) diag.error("/sources", "expected an array of strings");
     else
@@ -304,6 +341,7 @@ nlohmann::json to_json(const GpuProfile& p) {
   if (p.peak_tf32 > 0) peak["tf32"] = q(p.peak_tf32, "FLOPs");
   if (p.peak_bf16 > 0) peak["bf16"] = q(p.peak_bf16, "FLOPs");
   if (p.peak_fp8 > 0) peak["fp8"] = q(p.peak_fp8, "FLOPs");
+  if (p.peak_fp4 > 0) peak["fp4"] = q(p.peak_fp4, "FLOPs");
   const auto& e = p.efficiency;
   json doc{{"name", p.name},
            {"display_name", p.display_name},
@@ -380,14 +418,31 @@ std::vector<std::string> builtin_gpu_names() {
   return names;
 }
 
-std::optional<GpuProfile> find_gpu_profile(const std::string& name_or_path) {
+namespace {
+std::optional<GpuProfile> load_gpu_profile(const std::string& name_or_path, int depth);
+
+// A profile with a transfer section is derived from its (calibrated) reference here, so
+// every consumer sees the transferred figures.
+GpuProfile resolve_transfer(GpuProfile p, const std::string& file, int depth) {
+  if (!p.transfer.present() || p.calibration.present()) return p;
+  if (depth > 4) throw InputError(file, "/transfer/from", "transfer references nest too deeply (a cycle?)");
+  const auto ref = load_gpu_profile(p.transfer.from, depth + 1);
+  if (!ref)
+    throw InputError(file, "/transfer/from", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", p.transfer.from));
+  if (ref->status != "calibrated")
+    throw InputError(file, "/transfer/from",
+                     fmt::format("\"{}\" is not calibrated: a transfer needs a measured reference", p.transfer.from));
+  return transfer_profile(*ref, p);
+}
+
+std::optional<GpuProfile> load_gpu_profile(const std::string& name_or_path, int depth) {
   for (const auto& f : embedded_profiles()) {
     if (f.name == name_or_path + ".json") {
       const std::string file = fmt::format("<built-in profile {}>", f.name);
       Diagnostics diag(file);
       auto p = parse_gpu_profile(parse_json_text(f.text, file), diag);
       diag.throw_if_errors();
-      return p;
+      return resolve_transfer(std::move(p), file, depth);
     }
   }
   std::error_code ec;
@@ -395,9 +450,12 @@ std::optional<GpuProfile> find_gpu_profile(const std::string& name_or_path) {
     Diagnostics diag(name_or_path);
     auto p = parse_gpu_profile(read_json_file(name_or_path), diag);
     diag.throw_if_errors();
-    return p;
+    return resolve_transfer(std::move(p), name_or_path, depth);
   }
   return std::nullopt;
 }
+}  // namespace
+
+std::optional<GpuProfile> find_gpu_profile(const std::string& name_or_path) { return load_gpu_profile(name_or_path, 0); }
 
 }  // namespace clustersim

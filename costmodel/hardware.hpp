@@ -134,13 +134,32 @@ struct NcclCalibration {
   bool present() const { return nvlink.present(); }
 };
 
+// One figure a public benchmark measured on both the target GPU and the transfer's
+// reference GPU (the same program, so its bias cancels in the ratio); see transfer.hpp.
+struct PublishedPair {
+  double target = 0;     // FLOP/s or bytes/s on the target GPU
+  double reference = 0;  // the same benchmark on the reference GPU
+  std::string source;
+  bool present() const { return target > 0 && reference > 0; }
+};
+
+// How an uncalibrated profile is derived from a calibrated one (costmodel/transfer).
+struct TransferSpec {
+  std::string from;                     // the calibrated reference profile's name
+  std::array<PublishedPair, 5> gemm;    // achievable dense GEMM rate, indexed by DType
+  PublishedPair attention;              // fused attention (flash) rate
+  PublishedPair memory;                 // achievable HBM bandwidth (stream copy)
+  bool present() const { return !from.empty(); }
+};
+
 struct GpuProfile {
   std::string name;          // "a100-sxm4-80gb"
   std::string display_name;  // "NVIDIA A100-SXM4-80GB"
-  std::string status;        // "datasheet" or "calibrated"
+  std::string status;        // "datasheet", "transferred" or "calibrated"
   int sms = 0;
   Bytes l2 = 0;
   FlopPerSecond peak_fp64 = 0, peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0;
+  FlopPerSecond peak_fp4 = 0;  // datasheet only: no training precision uses it
   Bytes memory_capacity = 0;
   Bytes memory_reserved = 0;  // CUDA context, NCCL buffers, allocator slack
   BytesPerSecond memory_bandwidth = 0;
@@ -152,6 +171,7 @@ struct GpuProfile {
   HostDispatch host;
   OverlapInterference interference;
   NcclCalibration nccl;  // optional: without it collectives use the constant efficiencies
+  TransferSpec transfer;  // optional: derive the efficiency figures from a calibrated profile
   std::vector<std::string> sources;
 
   // Peak dense rate for a compute type; 0 when the GPU has no such units.

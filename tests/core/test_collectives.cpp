@@ -9,6 +9,7 @@ namespace {
 ClusterModel dgx(std::int64_t nodes) {
   ClusterModel c;
   c.gpu = *find_gpu_profile("a100-sxm4-80gb");
+  c.gpu.nccl = NcclCalibration{};  // the closed forms below are the constant-efficiency model's
   c.nodes = nodes;
   c.gpus_per_node = 8;
   c.intra_bandwidth = 300e9;

@@ -22,6 +22,8 @@ ClusterModel cluster(std::int64_t nodes, std::int64_t gpus_per_node, std::int64_
   Diagnostics diag("<test>");
   ClusterModel c = resolve_cluster(spec, diag);
   REQUIRE(diag.ok());
+  c.gpu.nccl = NcclCalibration{};  // the closed forms below are the constant-efficiency model's
+  c.gpu.efficiency.collective_nvlink = 0.70;  // with the NCCL efficiency they state
   return c;
 }
 
@@ -118,6 +120,8 @@ ClusterModel dgx1(std::int64_t gpus_per_node) {
   Diagnostics diag("<test>");
   ClusterModel c = resolve_cluster(spec, diag);
   REQUIRE(diag.ok());
+  c.gpu.nccl = NcclCalibration{};  // the closed forms below are the constant-efficiency model's
+  c.gpu.efficiency.collective_nvlink = 0.70;  // with the NCCL efficiency they state
   return c;
 }
 }  // namespace
