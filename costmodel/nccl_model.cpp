@@ -85,8 +85,11 @@ double collective_efficiency(const GpuProfile& gpu, LinkClass link, Collective o
   return fitted_efficiency(gpu.nccl.nvlink, gpu.nvlink_bandwidth, op, ranks, bytes);
 }
 
+// The fit was measured on GPUs that all reach each other over NVLink/NVSwitch: it holds
+// for switch fabrics. A hybrid cube mesh keeps its own model (rings laid along its links,
+// all-to-all over the links each pair has), and PCIe has none.
 bool nvlink_fit_applies(const ClusterModel& c) {
-  return c.fabric != Fabric::pcie && c.gpu.nccl.nvlink.present() && c.gpu.nvlink_bandwidth > 0;
+  return c.fabric == Fabric::nvswitch && c.gpu.nccl.nvlink.present() && c.gpu.nvlink_bandwidth > 0;
 }
 
 std::optional<NvlinkNcclTerms> nvlink_nccl_terms(const ClusterModel& c, Collective op, std::int64_t ranks, Bytes bytes) {
