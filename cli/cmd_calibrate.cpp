@@ -17,6 +17,7 @@
 #include "costmodel/calibration.hpp"
 #include "costmodel/collective_fit.hpp"
 #include "runner/calibration_store.hpp"
+#include "runner/uncertainty_table.hpp"
 #include "runner/store.hpp"
 #include "scenarios/diagnostics.hpp"
 
@@ -196,6 +197,30 @@ int fit_collectives_command(const FitCollectivesCommand& c) {
   return 0;
 }
 
+struct UncertaintyCommand {
+  std::string root = ".", out;
+  bool analytical_only = false;
+};
+
+int uncertainty(const UncertaintyCommand& c) {
+  const runner::UncertaintyBuild b = runner::build_uncertainty_table(c.root, !c.analytical_only);
+  for (const auto& [regime, r] : b.table.residuals) {
+    const Interval i = prediction_interval(1.0, regime_of("calibrated", 1, 1, "analytical"), UncertaintyTable{{{regime, r}}});
+    const std::string interval = i.present() && r.size() >= std::size_t(kMinSamples)
+                                     ? fmt::format("interval x[{:.3f}, {:.3f}] at {:.0f}%", i.low, i.high, 100 * i.confidence)
+                                     : fmt::format("fewer than {}: borrows (see strategies/uncertainty.hpp)", kMinSamples);
+    fmt::print("{:<36} n={:<3} residual median {:+6.1f}%  {}\n", regime, r.size(), 100 * r[r.size() / 2], interval);
+  }
+  const std::string text = runner::uncertainty_document(b);
+  if (c.out.empty()) return 0;
+  std::ofstream f(c.out, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) throw InputError(c.out, "", "cannot write the uncertainty table here");
+  fmt::print("wrote {} ({} predictions)\n", c.out, b.cases.size());
+  return 0;
+}
+
 const Registration calibrate_command{
     "calibrate", "fit GPU profiles to calibration measurements", [](CLI::App& sub) -> Runner {
       sub.require_subcommand(1);
@@ -231,7 +256,15 @@ const Registration calibrate_command{
       im->add_option("--attention", ic->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
       im->add_option("--profile", ic->profile, "GPU profile the samples belong to (and that predicts them)")->required();
       im->add_option("--db", ic->db, "results database")->capture_default_str();
-      return [c, f, cc, fc, ic, im] {
+      auto uc = std::make_shared<UncertaintyCommand>();
+      auto* un = sub.add_subcommand("uncertainty",
+                                    "predict every validation run and write the residuals per regime that the "
+                                    "prediction intervals use (data/uncertainty.json)");
+      un->add_option("--root", uc->root, "repository root holding calibration/ and data/")->capture_default_str();
+      un->add_option("--out", uc->out, "write the table to this file");
+      un->add_flag("--analytical-only", uc->analytical_only, "skip the simulated predictions");
+      return [c, f, cc, fc, ic, im, uc, un] {
+        if (un->parsed()) return uncertainty(*uc);
         if (im->parsed()) return import(*ic);
         return f->parsed() ? fit(*c) : fc->parsed() ? fit_collectives_command(*cc) : 2;
       };

@@ -180,6 +180,12 @@ int compare(const DbOptions& o) {
                100 * s.bias(), 100 * s.worst);
   fmt::print("{:<24} {:<7} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", "all", "", c.overall.n, 100 * c.overall.mape(),
              100 * c.overall.bias(), 100 * c.overall.worst);
+  if (c.coverage.runs)
+    fmt::print("\ncoverage: {} of {} measured runs inside their prediction interval ({:.0f}%; the intervals state "
+               "{:.0f}% on average)\n",
+               c.coverage.inside, c.coverage.runs, 100 * c.coverage.share(), 100 * c.coverage.stated);
+  else
+    fmt::print("\ncoverage: no prediction here carries an interval (stored before intervals existed)\n");
   return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "cli/cmd_search.hpp"
 #include "cli/command.hpp"
+#include "cli/report.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
@@ -70,6 +71,7 @@ void print_plan(std::ostream& os, const search::SearchPlan& p, const std::vector
   os << fmt::format("  predicted iteration time {:.4f} s (search objective {:.4f} s); {} micro-batches of {} samples; "
                     "{} stage(s)\n",
                     e.iteration_time, p.iteration_time, p.micro_batches, p.samples_per_micro_batch, p.stages.size());
+  os << fmt::format("  likely range {}\n", format_interval(e.interval));
   os << fmt::format("  {:.0f} tokens/s, {:.1f} TFLOP/s per GPU hardware, MFU {:.1f}%; memory per GPU {} of {} usable{}\n",
                     e.tokens_per_s, e.tflops_per_gpu, 100 * e.mfu, format_bytes(e.memory_per_gpu),
                     format_bytes(e.memory_capacity), e.fits ? "" : ": DOES NOT FIT");

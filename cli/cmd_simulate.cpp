@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/report.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
 #include "sim/simgrid_info.hpp"
@@ -59,6 +60,7 @@ int simulate_command(const SimulateOptions& o) {
   std::cout << fmt::format("scenario        {}\n", s.name);
   std::cout << fmt::format("iteration time  {:.4f} s simulated (analytical estimate {:.4f} s)\n", p.iteration_time,
                            d(st, "estimator_iteration_time_s"));
+  std::cout << fmt::format("likely range    {}\n", format_interval(p.interval));
   std::cout << fmt::format("throughput      {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}%\n", p.tokens_per_s,
                            p.tflops_per_gpu, 100 * p.mfu);
   std::cout << fmt::format("memory per GPU  {} of {} ({})\n", gb(p.memory_per_gpu), gb(p.memory_capacity),

@@ -36,6 +36,7 @@ std::string format_report(const Scenario& s, const Estimator& est, const Predict
        to_string(s.training.recompute));
   line("");
   line("iteration time     {}", format_seconds(e.iteration_time));
+  line("  likely range     {}", format_interval(e.interval));
   if (m.family == ModelFamily::wresnet)
     line("throughput         {:.1f} images/s", e.samples_per_s);
   else
@@ -71,6 +72,13 @@ std::string format_report(const Scenario& s, const Estimator& est, const Predict
   mrow("activations", mm.activations);
   mrow("temporary", mm.temporary);
   return out;
+}
+
+std::string format_interval(const Interval& i) {
+  if (!i.present()) return fmt::format("none: no validation residuals for {}", i.regime);
+  const std::string basis = i.basis == i.regime ? i.regime : fmt::format("{}, borrowed for {}", i.basis, i.regime);
+  return fmt::format("{} to {} ({:.0f}% interval, {} validation runs of {})", format_seconds(i.low),
+                     format_seconds(i.high), 100 * i.confidence, i.samples, basis);
 }
 
 }  // namespace clustersim

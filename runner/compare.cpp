@@ -35,7 +35,12 @@ json Comparison::to_json() const {
     j["family"] = k.second;
     g.push_back(j);
   }
-  return {{"method", method}, {"pairs", pairs}, {"groups", g}, {"overall", overall.to_json()}};
+  return {{"method", method}, {"pairs", pairs}, {"groups", g}, {"overall", overall.to_json()},
+          {"coverage", coverage.to_json()}};
+}
+
+json Coverage::to_json() const {
+  return {{"runs", runs}, {"inside", inside}, {"share", share()}, {"stated", stated}};
 }
 
 Comparison compare_with_measured(const std::string& db_file, const std::string& method) {
@@ -52,6 +57,14 @@ Comparison compare_with_measured(const std::string& db_file, const std::string& 
     if (r["measured_memory_bytes"].is_number() && r["predicted_memory_bytes"].is_number())
       p["memory_error"] = (r["predicted_memory_bytes"].get<double>() - r["measured_memory_bytes"].get<double>()) /
                           r["measured_memory_bytes"].get<double>();
+    if (r["interval_low_s"].is_number() && r["interval_high_s"].is_number() && r["interval_confidence"].is_number() &&
+        r["interval_confidence"].get<double>() > 0) {
+      const bool inside = measured >= r["interval_low_s"].get<double>() && measured <= r["interval_high_s"].get<double>();
+      p["inside_interval"] = inside;
+      const double n = double(++c.coverage.runs);
+      c.coverage.inside += inside;
+      c.coverage.stated += (r["interval_confidence"].get<double>() - c.coverage.stated) / n;
+    }
     c.pairs.push_back(p);
   }
   return c;

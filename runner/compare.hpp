@@ -21,14 +21,24 @@ struct ErrorSummary {
   nlohmann::json to_json() const;                         // {runs, mape, bias, worst}
 };
 
+// How many measured runs fall inside the prediction interval their prediction carried
+// (strategies/uncertainty), against the confidence the intervals stated.
+struct Coverage {
+  std::size_t runs = 0, inside = 0;  // runs whose prediction has an interval
+  double stated = 0;                 // mean stated confidence over those runs
+  double share() const { return runs ? double(inside) / double(runs) : 0.0; }
+  nlohmann::json to_json() const;    // {runs, inside, share, stated}
+};
+
 struct Comparison {
   std::string method;
+  Coverage coverage;
   // The database's comparison rows, each with "error" (step time) and, where both
   // sides know the peak memory, "memory_error".
   nlohmann::json pairs = nlohmann::json::array();
   std::map<std::pair<std::string, std::string>, ErrorSummary> groups;  // (hardware, family), sorted
   ErrorSummary overall;
-  // {"method", "pairs", "groups": [{runs, mape, bias, worst, hardware, family}], "overall"}
+  // {"method", "pairs", "groups": [{runs, mape, bias, worst, hardware, family}], "overall", "coverage"}
   nlohmann::json to_json() const;
 };
 

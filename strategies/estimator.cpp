@@ -212,7 +212,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work.
   e.hardware_flops = flops_per_mb * double(t) * dp * md;
   e.model_flops = totals(micro_batch).model_flops * dp * md;
-  e.finish({training_.global_batch, g.tokens_per_sample, cluster_.total_gpus(), cluster_.gpu.peak(rules_.compute)});
+  e.finish({training_.global_batch, g.tokens_per_sample, cluster_.total_gpus(), cluster_.gpu.peak(rules_.compute),
+            cluster_.gpu.status, cluster_.gpus_per_node});
   return e;
 }
 

@@ -24,6 +24,8 @@ void Prediction::finish(const Workload& w) {
   memory_per_gpu = memory.total();
   fits = memory_per_gpu <= memory_capacity;
   overflow = fits ? 0.0 : memory_per_gpu - memory_capacity;
+  interval = prediction_interval(iteration_time, regime_of(w.gpu_status, w.gpus, w.gpus_per_node, method),
+                                 builtin_uncertainty());
 }
 
 namespace {
@@ -87,6 +89,7 @@ nlohmann::json to_json(const Prediction& e) {
         {"host_bound_s", b.host_bound}}},
       {"memory", memory_json(e.memory)},
       {"stages", stages},
+      {"interval", to_json(e.interval)},
   };
 }
 
@@ -120,6 +123,15 @@ Prediction prediction_from_json(const nlohmann::json& j) {
   bd.optimizer = b.at("optimizer_s").get<double>();
   bd.host_bound = b.at("host_bound_s").get<double>();
   e.memory = memory_from(j.at("memory"));
+  if (j.contains("interval")) {
+    const auto& i = j.at("interval");
+    e.interval.low = i.at("low_s").get<double>();
+    e.interval.high = i.at("high_s").get<double>();
+    e.interval.confidence = i.at("confidence").get<double>();
+    e.interval.samples = i.at("samples").get<int>();
+    e.interval.regime = i.at("regime").get<std::string>();
+    e.interval.basis = i.at("basis").get<std::string>();
+  }
   for (const auto& s : j.at("stages")) {
     StagePrediction st;
     st.first_layer = s.at("first_layer").get<int>();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "scenarios/units.hpp"
+#include "strategies/uncertainty.hpp"
 
 namespace clustersim {
 
@@ -60,12 +61,18 @@ struct Prediction {
   double parameters = 0;
   double hardware_flops = 0, model_flops = 0;  // per iteration, whole cluster
   std::vector<StagePrediction> stages;
+  // How far to trust iteration_time: the validation residuals of this prediction's
+  // regime (strategies/uncertainty), set by finish().
+  Interval interval;
 
   // Sets the throughput figures from iteration_time and the memory figures from the
-  // stages (the most loaded one): one rule for every consumer.
+  // stages (the most loaded one), and the interval from the built-in uncertainty
+  // table: one rule for every consumer.
   struct Workload {
     std::int64_t global_batch = 0, tokens_per_sample = 1, gpus = 1;
     double peak_flops = 0;  // the GPU's peak for the compute type, FLOP/s
+    std::string gpu_status = "datasheet";  // the GPU profile's status (for the interval's regime)
+    std::int64_t gpus_per_node = 1;
   };
   void finish(const Workload& w);
   Workload workload;  // what finish() used (not serialised)

@@ -9,6 +9,7 @@
 
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario.hpp"
+#include "strategies/validation.hpp"
 
 namespace clustersim::test {
 using nlohmann::json;
@@ -29,28 +30,7 @@ inline std::vector<std::string> measured_parallel_files(const std::string& root)
   return files;
 }
 
-// The scenario a measured run describes: its own model, training (with the framework),
-// cluster and plan; SDPA flash attention, no dropout.
-inline Scenario scenario_of(const json& run) {
-  const json& sc = run.at("scenario");
-  json doc = parse_json_text(default_scenario_text(), "<measured run>");
-  doc["name"] = run.at("name");
-  doc["model"] = sc.at("model");
-  doc["model"]["attention"] = "flash";
-  doc["model"]["dropout"] = 0.0;
-  // The one-GPU smoke file predates the recorded tie_embeddings.
-  if (!sc["model"].contains("tie_embeddings"))
-    doc["model"]["tie_embeddings"] = sc["model"]["family"] == "gpt" && !run.at("environment").contains("tp");
-  doc["training"] = sc.at("training");
-  doc["cluster"] = sc.at("cluster");
-  doc["plan"] = sc.at("plan");
-  Diagnostics diag(run.at("name").get<std::string>());
-  Scenario s = parse_scenario(doc, diag);
-  std::string problems;
-  for (const auto& p : diag.problems()) problems += p.to_string() + "\n";
-  INFO(problems);
-  REQUIRE(diag.ok());
-  return s;
-}
+// The scenario a measured run describes (strategies/validation's rule).
+inline Scenario scenario_of(const json& run) { return measured_run_scenario(run); }
 
 }  // namespace clustersim::test

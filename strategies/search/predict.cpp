@@ -67,7 +67,8 @@ Prediction predict_plan(const Scenario& s, const SearchPlan& plan) {
   const double md = double(m);
   e.hardware_flops = flops_per_mb * md;
   e.model_flops = g.model_flops() * md;
-  e.finish({s.training.global_batch, g.tokens_per_sample, c.total_gpus(), c.gpu.peak(rules.compute)});
+  e.finish({s.training.global_batch, g.tokens_per_sample, c.total_gpus(), c.gpu.peak(rules.compute), c.gpu.status,
+            c.gpus_per_node});
   return e;
 }
 

@@ -7,6 +7,7 @@
 
 #include "scenarios/json_reader.hpp"
 #include "strategies/estimator.hpp"
+#include "strategies/validation.hpp"
 
 using namespace clustersim;
 
@@ -20,9 +21,8 @@ TEST_CASE("Megatron-LM SC'21 Table 1: mean absolute percentage error <= 10%", "[
   for (const auto& row : table.at("rows")) {
     const Scenario s = load_scenario(root + "/" + row.at("scenario").get<std::string>());
     const Prediction e = make_estimator(s).estimate(s.plan);
-    const double B = double(s.training.global_batch), S = double(s.model.seq_len), l = double(s.model.layers),
-                 h = double(s.model.hidden), V = double(s.model.vocab);
-    const double paper_flops = 96 * B * S * l * h * h * (1 + S / (6 * h) + V / (16 * l * h));
+    const double B = double(s.training.global_batch);
+    const double paper_flops = megatron_paper_flops(s);
     const double gpus = double(s.cluster.total_gpus());
     const double predicted = paper_flops / e.iteration_time / gpus / 1e12;
     const double published = row.at("tflops_per_gpu").get<double>();

@@ -1,0 +1,120 @@
+// The validation sets of validation.hpp, read from the repository.
+#include "strategies/validation.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "scenarios/json_reader.hpp"
+
+namespace clustersim {
+namespace {
+
+std::vector<std::string> files_named(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename().string().rfind(prefix, 0) == 0 && e.path().extension() == ".json")
+      files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// "96%", "up to 147", 147: the number a published figure states.
+double stated_number(const nlohmann::json& v, const std::string& where) {
+  if (v.is_number()) return v.get<double>();
+  const std::string s = v.get<std::string>();
+  const auto at = s.find_first_of("0123456789");
+  if (at == std::string::npos) throw InputError(where, "", fmt::format("no number in {}", describe(v)));
+  return std::stod(s.substr(at));
+}
+
+}  // namespace
+
+Scenario measured_run_scenario(const nlohmann::json& run) {
+  const nlohmann::json& sc = run.at("scenario");
+  nlohmann::json doc = parse_json_text(default_scenario_text(), "<measured run>");
+  doc["name"] = run.at("name");
+  doc["model"] = sc.at("model");
+  doc["model"]["attention"] = "flash";
+  doc["model"]["dropout"] = 0.0;
+  // The one-GPU smoke file predates the recorded tie_embeddings.
+  if (!sc["model"].contains("tie_embeddings"))
+    doc["model"]["tie_embeddings"] = sc["model"]["family"] == "gpt" && !run.at("environment").contains("tp");
+  doc["training"] = sc.at("training");
+  doc["cluster"] = sc.at("cluster");
+  doc["plan"] = sc.at("plan");
+  Diagnostics diag(run.at("name").get<std::string>());
+  Scenario s = parse_scenario(doc, diag);
+  diag.throw_if_errors();
+  return s;
+}
+
+double megatron_paper_flops(const Scenario& s) {
+  const double B = double(s.training.global_batch), S = double(s.model.seq_len), l = double(s.model.layers),
+               h = double(s.model.hidden), V = double(s.model.vocab);
+  return 96 * B * S * l * h * h * (1 + S / (6 * h) + V / (16 * l * h));
+}
+
+std::vector<ValidationCase> validation_cases(const std::string& root) {
+  std::vector<ValidationCase> cases;
+  // One GPU, measured.
+  for (const auto& file : files_named(root + "/calibration/data/h100-sxm5-80gb", "measured-runs-")) {
+    if (file.find("rerun") != std::string::npos || file.find("superseded") != std::string::npos) continue;
+    const nlohmann::json doc = read_json_file(file);
+    for (const auto& run : doc.at("runs")) {
+      const std::string name = run.at("name");
+      ValidationCase c{"measured-h100", name, load_scenario(root + "/data/scenarios/measured-h100/" + name + ".json")};
+      c.step_time = run.at("measured").at("step_time_s").get<double>();
+      cases.push_back(std::move(c));
+    }
+  }
+  // Several GPUs of one host, measured.
+  for (const auto& file : files_named(root + "/calibration/data", "measured-parallel-")) {
+    const nlohmann::json doc = read_json_file(file);
+    for (const auto& run : doc.at("runs")) {
+      ValidationCase c{"measured-parallel", run.at("name").get<std::string>(), measured_run_scenario(run)};
+      c.step_time = run.at("measured").at("step_time_s").get<double>();
+      cases.push_back(std::move(c));
+    }
+  }
+  // Megatron-LM SC'21 Table 1.
+  const nlohmann::json megatron = read_json_file(root + "/data/published/megatron-sc21-table1.json");
+  for (const auto& row : megatron.at("rows")) {
+    const std::string file = row.at("scenario");
+    ValidationCase c{"megatron-sc21", file, load_scenario(root + "/" + file)};
+    c.paper_tflops_per_gpu = row.at("tflops_per_gpu").get<double>();
+    cases.push_back(std::move(c));
+  }
+  // Published end-to-end throughput with a shipped scenario.
+  const std::string published = root + "/data/published/training-throughput.json";
+  const nlohmann::json throughput = read_json_file(published);
+  for (const auto& row : throughput.at("rows")) {
+    if (!row.contains("scenario") || !row.at("scenario").is_string()) continue;
+    const std::string file = row.at("scenario");
+    if (file.rfind("data/scenarios/", 0) != 0) continue;  // kept aside (FP8 runs)
+    ValidationCase c{"published", row.at("id").get<std::string>(), load_scenario(root + "/" + file)};
+    const auto& m = row.at("metric");
+    if (m.contains("step_time_s")) c.step_time = m.at("step_time_s").get<double>();
+    else if (m.contains("weak_scaling_efficiency"))
+      // Per-GPU rate relative to the paper's 39 TFLOP/s one-GPU baseline (Megatron-LM 2019).
+      c.hardware_tflops_per_gpu = 39.0 * stated_number(m.at("weak_scaling_efficiency"), published) / 100.0;
+    else c.hardware_tflops_per_gpu = stated_number(m.at("tflops_per_gpu"), published);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+Seconds real_step_time(const ValidationCase& c, const Prediction& p) {
+  const double gpus = double(c.scenario.cluster.total_gpus());
+  if (c.step_time > 0) return c.step_time;
+  if (c.paper_tflops_per_gpu > 0) return megatron_paper_flops(c.scenario) / (c.paper_tflops_per_gpu * 1e12 * gpus);
+  return p.hardware_flops / (c.hardware_tflops_per_gpu * 1e12 * gpus);
+}
+
+double relative_residual(const ValidationCase& c, const Prediction& p) {
+  return real_step_time(c, p) / p.iteration_time - 1;
+}
+
+}  // namespace clustersim
