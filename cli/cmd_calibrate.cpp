@@ -205,7 +205,9 @@ struct UncertaintyCommand {
 int uncertainty(const UncertaintyCommand& c) {
   const runner::UncertaintyBuild b = runner::build_uncertainty_table(c.root, !c.analytical_only);
   for (const auto& [regime, r] : b.table.residuals) {
-    const Interval i = prediction_interval(1.0, regime_of("calibrated", 1, 1, "analytical"), UncertaintyTable{{{regime, r}}});
+    UncertaintyTable alone;
+    alone.residuals[regime] = r;
+    const Interval i = prediction_interval(1.0, regime_of("calibrated", 1, 1, "analytical"), alone);
     const std::string interval = i.present() && r.size() >= std::size_t(kMinSamples)
                                      ? fmt::format("interval x[{:.3f}, {:.3f}] at {:.0f}%", i.low, i.high, 100 * i.confidence)
                                      : fmt::format("fewer than {}: borrows (see strategies/uncertainty.hpp)", kMinSamples);

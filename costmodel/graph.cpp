@@ -487,7 +487,8 @@ GraphStyle graph_style(Precision p) {
     case Precision::amp_bf16:
     case Precision::amp_fp16: return {2, 4, true, true};
     case Precision::mixed_bf16:
-    case Precision::mixed_fp16: return {2, 2, false, false};
+    case Precision::mixed_fp16:
+    case Precision::mixed_fp8: return {2, 2, false, false};
   }
   return {};
 }

@@ -22,7 +22,13 @@ PrecisionRules precision_rules(Precision p, OptimizerKind opt) {
     case Precision::mixed_fp16:
       r = {DType::fp16, 2, 2, 2, 4, states, 0, 2, true};
       break;
+    case Precision::mixed_fp8:
+      // The cached fp8 weight and its transpose take the autocast copy's place.
+      r = {DType::bf16, 2, 2, 4, 4, states, 2, 4, true};
+      r.weight_gemm = DType::fp8;
+      break;
   }
+  if (p != Precision::mixed_fp8) r.weight_gemm = r.compute;
   r.gather_bytes = r.weight_bytes;
   return r;
 }

@@ -5,6 +5,11 @@
 //  mixed-bf16  Megatron: bf16 weights 2, fp32 main grads 4 (Megatron forces fp32 grad
 //              accumulation for bf16), fp32 master 4 + states 8      compute bf16
 //  mixed-fp16  Megatron default: fp16 weights 2, fp16 grads 2, master 4 + states 8
+//  mixed-fp8   Megatron with Transformer Engine FP8 (delayed scaling): mixed-bf16's
+//              storage, the weight GEMMs (forward, dgrad, wgrad) in fp8 with casts of
+//              their inputs and transposes for the backward, plus the cached fp8 weight
+//              and its transpose (2 bytes per parameter); attention and the memory-bound
+//              kernels stay bf16
 // SGD keeps one momentum buffer (4) instead of Adam's two.
 #pragma once
 #include "costmodel/hardware.hpp"
@@ -29,6 +34,9 @@ struct PrecisionRules {
   // Bytes per parameter of weight all-gathers and of gathered weights (ZeRO-3 / FSDP):
   // the stored weight, or FSDP's param_dtype.
   double gather_bytes = 2;
+  // The GEMMs against weights (forward, dgrad, wgrad): `compute`, or fp8 under mixed-fp8,
+  // whose casts and transposes fp8_cast_traffic() prices.
+  DType weight_gemm = DType::bf16;
   // Bytes read plus written per parameter by the optimizer step.
   double optimizer_step_bytes() const;
 };

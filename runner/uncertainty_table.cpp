@@ -18,10 +18,17 @@ UncertaintyBuild build_uncertainty_table(const std::string& root, bool simulate)
   UncertaintyBuild b;
   b.cases = nlohmann::json::array();
   std::map<std::string, int> per_dataset;
+  int not_fitting = 0;
   for (const ValidationCase& c : validation_cases(root)) {
     const auto gpus = c.scenario.cluster.total_gpus();
     auto file = [&](const Prediction& p) {
       if (!(p.iteration_time > 0) || !std::isfinite(p.iteration_time)) return;
+      // A plan the model says does not fit is not the run that was measured: its time
+      // says nothing about the model's time error (the memory error is reported apart).
+      if (!p.fits) {
+        ++not_fitting;
+        return;
+      }
       const double r = rounded(relative_residual(c, p));
       // The regime finish() classified the prediction under (a simulated prediction
       // comes back from the replay's process as JSON, its workload not with it).
@@ -41,7 +48,8 @@ UncertaintyBuild build_uncertainty_table(const std::string& root, bool simulate)
   for (auto& [key, r] : b.table.residuals) std::sort(r.begin(), r.end());
   b.table.provenance = {{"generated_by", "clustersim calibrate uncertainty"},
                         {"validation_cases", per_dataset},
-                        {"simulated", simulate ? "cases on one node" : "none"}};
+                        {"simulated", simulate ? "cases on one node" : "none"},
+                        {"predictions_left_out_not_fitting", not_fitting}};
   return b;
 }
 

@@ -1,7 +1,7 @@
 // Builds the uncertainty table (strategies/uncertainty) from the validation sets
 // (strategies/validation): every case predicted by the estimator, and the one-node cases
-// also by the SimGrid replay; one signed residual real / predicted - 1 per prediction,
-// filed under the prediction's regime. `clustersim calibrate uncertainty` writes it to
+// also by the SimGrid replay; one signed residual real / predicted - 1 per prediction
+// that fits in memory, filed under the prediction's regime. `clustersim calibrate uncertainty` writes it to
 // data/uncertainty.json, which the binary embeds.
 #pragma once
 #include <nlohmann/json.hpp>

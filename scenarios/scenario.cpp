@@ -25,11 +25,12 @@ constexpr NameTable<AttentionImpl, 2> attention_names{
     {{AttentionImpl::standard, "standard"}, {AttentionImpl::flash, "flash"}}};
 constexpr NameTable<BottleneckStyle, 2> bottleneck_names{
     {{BottleneckStyle::torchvision, "torchvision"}, {BottleneckStyle::alpa, "alpa"}}};
-constexpr NameTable<Precision, 5> precision_names{{{Precision::fp32, "fp32"},
+constexpr NameTable<Precision, 6> precision_names{{{Precision::fp32, "fp32"},
                                                    {Precision::amp_bf16, "amp-bf16"},
                                                    {Precision::amp_fp16, "amp-fp16"},
                                                    {Precision::mixed_bf16, "mixed-bf16"},
-                                                   {Precision::mixed_fp16, "mixed-fp16"}}};
+                                                   {Precision::mixed_fp16, "mixed-fp16"},
+                                                   {Precision::mixed_fp8, "mixed-fp8"}}};
 constexpr NameTable<OptimizerKind, 2> optimizer_names{{{OptimizerKind::adam, "adam"}, {OptimizerKind::sgd, "sgd"}}};
 constexpr NameTable<Recompute, 3> recompute_names{
     {{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
@@ -155,7 +156,9 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
     diag.error("/model/kv_heads", fmt::format("heads ({}) must be divisible by kv_heads ({})", m.heads, m.kv_heads));
 }
 
-bool mixed_precision(Precision p) { return p == Precision::mixed_bf16 || p == Precision::mixed_fp16; }
+bool mixed_precision(Precision p) {
+  return p == Precision::mixed_bf16 || p == Precision::mixed_fp16 || p == Precision::mixed_fp8;
+}
 
 void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   FrameworkSpec& f = t.framework;

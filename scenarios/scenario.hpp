@@ -21,7 +21,7 @@ enum class AttentionImpl { standard, flash };
 // wide_resnet (the 1x1 reduction and the 3x3) or Alpa's benchmark model (only the 3x3's
 // output; alpa/model/wide_resnet.py), whose suite sizes (250M ... 13B) assume it.
 enum class BottleneckStyle { torchvision, alpa };
-enum class Precision { fp32, amp_bf16, amp_fp16, mixed_bf16, mixed_fp16 };
+enum class Precision { fp32, amp_bf16, amp_fp16, mixed_bf16, mixed_fp16, mixed_fp8 };
 enum class OptimizerKind { adam, sgd };
 enum class Recompute { none, selective, full };
 enum class Fabric { nvswitch, nvlink_mesh, pcie };

@@ -44,7 +44,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
                                            bool is_layer) const {
   const Recompute rc = block_recompute(requested, is_layer);
   const KernelModel km(cluster_.gpu);
-  const ShardingContext ctx{plan.tp, plan.ep, plan.sequence_parallel && plan.tp > 1, rules_.compute};
+  const ShardingContext ctx{plan.tp, plan.ep, plan.sequence_parallel && plan.tp > 1, rules_.compute, rules_.weight_gemm};
   const PlanGroups groups = plan_groups(cluster_, plan);
   const auto comm_time = [&](const CommStep& step) -> Seconds {
     switch (step.group) {
@@ -222,9 +222,12 @@ Estimator make_estimator(const Scenario& s) {
   ClusterModel cluster = resolve_cluster(s.cluster, diag);
   diag.throw_if_errors();
   const PrecisionRules rules = precision_rules(s.training);
-  if (cluster.gpu.peak(rules.compute) <= 0)
-    diag.error("/training/precision",
-               fmt::format("{} has no {} units; choose a precision it supports", cluster.gpu.name, to_string(rules.compute)));
+  for (DType t : {rules.compute, rules.weight_gemm})
+    if (cluster.gpu.peak(t) <= 0) {
+      diag.error("/training/precision",
+                 fmt::format("{} has no {} units; choose a precision it supports", cluster.gpu.name, to_string(t)));
+      break;
+    }
   diag.throw_if_errors();
   return Estimator(s.model, s.training, std::move(cluster));
 }

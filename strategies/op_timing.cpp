@@ -9,7 +9,12 @@ using i64 = std::int64_t;
 i64 split(i64 n, i64 ways) { return ways > 1 ? std::max<i64>(1, n / ways) : n; }
 }  // namespace
 
-OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dtype) {
+Fp8CastTraffic fp8_casts(i64 b, i64 m, i64 n, i64 k) {
+  const double in = double(b) * double(m) * double(k), out = double(b) * double(m) * double(n);
+  return {3 * in, 3 * out + 2 * out + 2 * in};
+}
+
+OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dtype, DType weight_gemm) {
   OpWork r;
   const double ways = double(s.ways());
   switch (op.kind) {
@@ -20,9 +25,15 @@ OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dty
         b = split(b, s.expert_parallel);
         m *= s.expert_parallel;
       }
-      r.forward = km.gemm(b, m, n, k, dtype);
+      const DType g = op.weight ? weight_gemm : dtype;
+      r.forward = km.gemm(b, m, n, k, g);
       // Backward: the gradient of each operand is one GEMM (dgrad, wgrad).
-      r.backward = km.gemm(b, m, k, n, dtype) + km.gemm(b, k, n, m, dtype);
+      r.backward = km.gemm(b, m, k, n, g) + km.gemm(b, k, n, m, g);
+      if (g == DType::fp8 && dtype != DType::fp8) {
+        const Fp8CastTraffic c = fp8_casts(b, m, n, k);
+        r.forward += km.memory(c.forward, c.forward_kernels);
+        r.backward += km.memory(c.backward, c.backward_kernels);
+      }
       r.forward_flops = 2.0 * double(b) * m * n * k;
       const i64 saved_ways = s.rows * s.contract * s.batch * (op.split == Split::column ? s.cols : 1);
       r.saved = op.saved_bytes / double(saved_ways);
@@ -76,7 +87,7 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
   const i64 t = ctx.tp;
   const bool sp = ctx.sequence_parallel && t > 1;
   OpTiming r;
-  static_cast<OpWork&>(r) = op_work(op, megatron_shards(op, ctx), km, ctx.dtype);
+  static_cast<OpWork&>(r) = op_work(op, megatron_shards(op, ctx), km, ctx.dtype, ctx.weight_gemm);
   switch (op.kind) {
     case OpKind::tp_enter:  // Megatron's f: identity forward, all-reduce backward
       if (t > 1) {

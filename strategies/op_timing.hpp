@@ -41,7 +41,21 @@ struct OpWork {
   double params = 0;  // parameters held: a matmul's weight is split by cols x contract
                       // (x the batch and expert parallelism of an expert op)
 };
-OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dtype);
+// `dtype` is the compute type of every kernel; `weight_gemm` that of the GEMMs against
+// weights (fp8 under mixed-fp8, with fp8_casts' traffic added).
+OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dtype, DType weight_gemm);
+
+// Transformer Engine's fp8 GEMM against a weight, C[b,m,n] = A[b,m,k] W[k,n], moves
+// memory besides the GEMMs: in forward the 16-bit input is cast to fp8 (read 2 bytes,
+// write 1 per element; the amax is fused), and in backward the output gradient is cast
+// (3 bytes per element) and transposed (2), and the saved fp8 input transposed (2), since
+// Hopper's fp8 GEMMs take K-major operands. The fp8 weight and its transpose are cast
+// once per step (cached across micro-batches) and not counted per micro-batch.
+struct Fp8CastTraffic {
+  Bytes forward = 0, backward = 0;
+  int forward_kernels = 1, backward_kernels = 3;
+};
+Fp8CastTraffic fp8_casts(std::int64_t b, std::int64_t m, std::int64_t n, std::int64_t k);
 
 // ---------------------------------------------------------------------------------------
 // Megatron-style manual plans.
@@ -59,6 +73,7 @@ struct ShardingContext {
   std::int64_t tp = 1, ep = 1;
   bool sequence_parallel = false;  // only meaningful with tp > 1
   DType dtype = DType::bf16;
+  DType weight_gemm = DType::bf16;  // PrecisionRules::weight_gemm
 };
 
 // The shards of an op under Megatron's split (graph.hpp Split) at tensor-parallel degree

@@ -96,7 +96,12 @@ std::vector<ValidationCase> validation_cases(const std::string& root) {
     if (file.rfind("data/scenarios/", 0) != 0) continue;  // kept aside (FP8 runs)
     ValidationCase c{"published", row.at("id").get<std::string>(), load_scenario(root + "/" + file)};
     const auto& m = row.at("metric");
+    const Scenario& s = c.scenario;
     if (m.contains("step_time_s")) c.step_time = m.at("step_time_s").get<double>();
+    else if (m.contains("tokens_per_s_per_gpu"))
+      // NeMo's tables: tokens per second per GPU, so a step of global batch x sequence tokens.
+      c.step_time = double(s.training.global_batch) * double(s.model.seq_len) /
+                    (stated_number(m.at("tokens_per_s_per_gpu"), published) * double(s.cluster.total_gpus()));
     else if (m.contains("weak_scaling_efficiency"))
       // Per-GPU rate relative to the paper's 39 TFLOP/s one-GPU baseline (Megatron-LM 2019).
       c.hardware_tflops_per_gpu = 39.0 * stated_number(m.at("weak_scaling_efficiency"), published) / 100.0;

@@ -10,7 +10,8 @@
 //   megatron-sc21        data/published/megatron-sc21-table1.json: TFLOP/s per GPU with
 //                        the paper's FLOP count 96 B s l h^2 (1 + s/6h + V/16lh)
 //   published            data/published/training-throughput.json rows with a shipped
-//                        scenario: a step time, or TFLOP/s per GPU counting recompute
+//                        scenario: a step time, tokens/s per GPU (a step of global
+//                        batch x sequence tokens), TFLOP/s per GPU counting recompute
 //                        (hardware FLOPs), or weak-scaling efficiency x the 1-GPU rate
 #pragma once
 #include <functional>

@@ -111,7 +111,7 @@ class Enumerator {
   }
 
  private:
-  OpWork work(const Op& op, const OpShards& s) const { return op_work(op, s, km_, p_.rules.compute); }
+  OpWork work(const Op& op, const OpShards& s) const { return op_work(op, s, km_, p_.rules.compute, p_.rules.weight_gemm); }
 
   // The data axes of a strategy: mesh axes (size > 1) where `on` splits rows while the
   // weight stays whole there (data parallelism). Expert-split ops pass {none, none}.

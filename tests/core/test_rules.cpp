@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "costmodel/hardware.hpp"
+#include "strategies/op_timing.hpp"
 #include "strategies/rules.hpp"
 
 using namespace clustersim;
@@ -284,4 +285,32 @@ TEST_CASE("all-reduce algorithm: the tree wins when B/(n bw) < alpha (n - 1 - ce
   CHECK(choose_all_reduce(n, 0.5 * threshold, bw, a) == AllReduceAlgorithm::tree);
   CHECK(choose_all_reduce(n, 2 * threshold, bw, a) == AllReduceAlgorithm::ring);
   CHECK(all_reduce_time(AllReduceAlgorithm::ring, 8, 8e9, 100e9, 0) == Approx(2 * 7.0 / 8 * 8e9 / 100e9));
+}
+
+TEST_CASE("mixed-fp8: weight GEMMs in fp8 with Transformer Engine's casts, the rest in bf16", "[rules][fp8]") {
+  const PrecisionRules r = precision_rules(Precision::mixed_fp8, OptimizerKind::adam);
+  CHECK(r.compute == DType::bf16);
+  CHECK(r.weight_gemm == DType::fp8);
+  CHECK(precision_rules(Precision::mixed_bf16, OptimizerKind::adam).weight_gemm == DType::bf16);
+  // C[1, 4096, 8192] = A[1, 4096, 2048] W: forward casts A (3 B per element); backward casts
+  // and transposes dC (3 + 2 B) and transposes the saved fp8 A (2 B).
+  const Fp8CastTraffic c = fp8_casts(1, 4096, 8192, 2048);
+  const double in = 4096.0 * 2048, out = 4096.0 * 8192;
+  std::printf("fp8 casts: expected forward %.0f B, backward %.0f B; computed %.0f B, %.0f B\n", 3 * in,
+              5 * out + 2 * in, c.forward, c.backward);
+  CHECK(c.forward == Approx(3 * in));
+  CHECK(c.backward == Approx(5 * out + 2 * in));
+  // On an H100 the fp8 GEMM of a large weight runs faster than bf16, casts included.
+  const auto h100 = *find_gpu_profile("h100-sxm5-80gb");
+  const KernelModel km(h100);
+  Op op;
+  op.kind = OpKind::matmul;
+  op.weight = true;
+  op.m = 8192, op.n = 8192, op.k = 8192;
+  const OpWork bf16 = op_work(op, OpShards{}, km, DType::bf16, DType::bf16);
+  const OpWork fp8 = op_work(op, OpShards{}, km, DType::bf16, DType::fp8);
+  std::printf("8192^3 weight GEMM on H100: bf16 fwd %.1f us, fp8 fwd with cast %.1f us\n", 1e6 * bf16.forward,
+              1e6 * fp8.forward);
+  CHECK(fp8.forward < bf16.forward);
+  CHECK(fp8.forward > 0.5 * bf16.forward * (989.5 / 1979.0));
 }

@@ -6,6 +6,7 @@
 
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario.hpp"
+#include "strategies/estimator.hpp"
 
 using namespace clustersim;
 using nlohmann::json;
@@ -161,4 +162,25 @@ TEST_CASE("a platform file in the scenario is found next to it", "[scenario]") {
   const Scenario s = load_scenario((dir / "s.json").string());
   CHECK(s.simulation.platform == (dir / "cluster.xml").string());
   fs::remove_all(dir);
+}
+
+TEST_CASE("mixed-fp8 on a GPU without fp8 units is refused, naming the field", "[scenario][fp8]") {
+  nlohmann::json doc = parse_json_text(default_scenario_text(), "<default>");
+  doc["training"]["precision"] = "mixed-fp8";  // the default cluster is A100: no fp8
+  Diagnostics diag("fp8.json");
+  const Scenario s = parse_scenario(doc, diag);
+  REQUIRE(diag.ok());
+  try {
+    (void)make_estimator(s);
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    const std::string what = e.problems().at(0).to_string();
+    INFO(what);
+    CHECK_THAT(what, Catch::Contains("/training/precision") && Catch::Contains("fp8"));
+  }
+  doc["cluster"]["gpu"] = "h100-sxm5-80gb";
+  Diagnostics ok("fp8.json");
+  const Scenario h = parse_scenario(doc, ok);
+  REQUIRE(ok.ok());
+  CHECK(make_estimator(h).estimate(h.plan).iteration_time > 0);
 }
