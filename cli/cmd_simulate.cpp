@@ -8,6 +8,7 @@
 #include "cli/command.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
+#include "scenarios/output_file.hpp"
 #include "sim/simgrid_info.hpp"
 #include "sim/simulate.hpp"
 
@@ -35,6 +36,8 @@ int simulate_command(const SimulateOptions& o) {
     return 0;
   }
   const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
+  // Before the replay (minutes on large clusters), not after it.
+  if (!o.trace.empty()) check_writable(o.trace);
   sim::SimulateOptions so;
   so.trace_file = o.trace;
   so.platform_file = o.platform;

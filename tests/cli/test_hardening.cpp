@@ -1,0 +1,103 @@
+// Issue 14, hardening: every way a user broke the binary, reproduced end to end. User
+// mistakes exit 1 with `FILE: /json/path: message`, never "internal error" (exit 3) or
+// a signal; files that cannot be written are said so, never reported as written.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/run_cli.hpp"
+
+namespace fs = std::filesystem;
+using clustersim::test::run_cli;
+using clustersim::test::write_temp;
+
+namespace {
+
+// A scenario that runs and simulates in a fraction of a second.
+const char* kSmall = R"({"name": "small",
+ "model": {"family": "gpt", "hidden": 256, "layers": 4, "heads": 4, "seq_len": 128, "vocab": 1000},
+ "training": {"global_batch": 8, "micro_batch": 1},
+ "cluster": {"gpu": "a100-sxm4-80gb", "nodes": 1, "gpus_per_node": 4},
+ "plan": {"dp": 2, "tp": 1, "pp": 2}})";
+
+// A fresh empty folder under the temporary folder.
+fs::path temp_folder(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("clustersim-hardening-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("input rules: duplicate keys, overflowing numbers, hex and absurd units exit 1 with FILE: /path",
+          "[cli][hardening]") {
+  std::string text = kSmall;
+  text.replace(text.find("\"layers\": 4"), 11, "\"layers\": 4, \"layers\": 8");
+  const auto dup = write_temp("dup.json", text);
+  for (const char* cmd : {"validate ", "run ", "simulate "}) {
+    const auto r = run_cli(cmd + dup.string());
+    INFO(cmd << r.output);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.output, Catch::Contains(dup.string() + ": /model/layers: duplicate key \"layers\""));
+  }
+  text = kSmall;
+  text.replace(text.find("\"global_batch\": 8"), 17, "\"global_batch\": 1e999999999");
+  const auto big = write_temp("big.json", text);
+  auto r = run_cli("run " + big.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains(big.string() + ": /training/global_batch: the number 1e999999999"));
+  CHECK_THAT(r.output, !Catch::Contains("internal error"));
+
+  text = kSmall;
+  text.replace(text.find("\"nodes\": 1"), 10,
+               "\"nodes\": 1, \"intra_node\": {\"bandwidth\": \"0x10Gbps\", \"latency\": \"1e300s\"}");
+  const auto units = write_temp("units.json", text);
+  r = run_cli("validate " + units.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains(units.string() + ": /cluster/intra_node/bandwidth: \"0x10Gbps\" is not a decimal"));
+  CHECK_THAT(r.output, Catch::Contains(units.string() + ": /cluster/intra_node/latency: expected a duration from") &&
+                           Catch::Contains("got \"1e300s\""));
+}
+
+TEST_CASE("simulate: a missing or binary --platform file and an unwritable --trace are user errors",
+          "[cli][hardening]") {
+  const auto small = write_temp("small.json", kSmall);
+  auto r = run_cli("simulate " + small.string() + " --platform /nonexistent/platform.xml");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("/nonexistent/platform.xml: /: cannot open the platform file"));
+
+  const fs::path binary = fs::temp_directory_path() / "clustersim-test-binary.xml";
+  {
+    std::ofstream out(binary, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 7919) % 256));
+  }
+  r = run_cli("simulate " + small.string() + " --platform " + binary.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains(binary.string() + ": /: not a valid SimGrid platform file"));
+
+  r = run_cli("simulate " + small.string() + " --trace /nonexistent/folder/trace.json");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("/nonexistent/folder/trace.json: /: cannot write the file: No such file"));
+  CHECK_THAT(r.output, !Catch::Contains("iteration time"));
+
+  // A full device: the open succeeds, the writes fail.
+  if (fs::exists("/dev/full")) {
+    r = run_cli("simulate " + small.string() + " --trace /dev/full");
+    INFO(r.output);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.output, Catch::Contains("/dev/full: /: cannot write the file: No space left on device"));
+  }
+  const fs::path dir = temp_folder("trace");
+  r = run_cli("simulate " + small.string() + " --trace " + (dir / "t.json").string());
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK(fs::file_size(dir / "t.json") > 100);
+}
+
