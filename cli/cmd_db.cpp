@@ -301,12 +301,21 @@ int plot_sweep(const DbOptions& o) {
   const auto rows = db.export_runs(o.sweep);
   std::set<std::string> axes;
   std::vector<std::pair<json, double>> points;  // (axes, metric)
+  std::size_t not_finite = 0;
   for (const auto& r : rows) {
     const json a = parse_json_column(r["axes_json"]);
     if (!a.is_object() || !r[metric.column].is_number()) continue;
     for (const auto& [k, v] : a.items()) axes.insert(k);
-    points.emplace_back(a, r[metric.column].get<double>() * metric.scale);
+    const double value = r[metric.column].get<double>() * metric.scale;
+    if (!std::isfinite(value)) {
+      ++not_finite;
+      continue;
+    }
+    points.emplace_back(a, value);
   }
+  if (not_finite > 0)
+    std::cerr << fmt::format("note: left out {} point(s) of sweep {} whose {} is not a finite number\n", not_finite,
+                             o.sweep, metric.column);
   if (points.empty()) throw InputError(o.db, "", fmt::format("sweep {} has no stored points", o.sweep));
   const std::string x_axis = resolve_axis(o.x, axes, "--x");
   const std::string series_axis = o.series.empty() ? "" : resolve_axis(o.series, axes, "--series");
@@ -350,11 +359,20 @@ int plot_predicted(const DbOptions& o) {
   const auto rows = db.compare_rows(o.method);
   if (rows.empty()) throw InputError(o.db, "", "no measured run has a " + o.method + " run of the same scenario");
   std::map<std::string, results::Series> by_hw;
+  std::size_t not_finite = 0;
   for (const auto& r : rows) {
+    if (!r["measured_s"].is_number() || !r["predicted_s"].is_number() ||
+        !std::isfinite(r["measured_s"].get<double>()) || !std::isfinite(r["predicted_s"].get<double>())) {
+      ++not_finite;
+      continue;
+    }
     auto& s = by_hw[text_of(r["hardware"]) + " / " + text_of(r["family"])];
     s.name = text_of(r["hardware"]) + " / " + text_of(r["family"]);
     s.points.emplace_back(r["measured_s"].get<double>(), r["predicted_s"].get<double>());
   }
+  if (not_finite > 0)
+    std::cerr << fmt::format("note: left out {} run(s) whose measured or predicted time is not a finite number\n",
+                             not_finite);
   std::vector<results::Series> series;
   for (auto& [k, s] : by_hw) series.push_back(std::move(s));
   write_output(o.out, results::scatter_chart({"Predicted (" + o.method + ") against measured step time",

@@ -274,6 +274,10 @@ void parse_simulation(const nlohmann::json& j, SimulationSpec& s, Diagnostics& d
 
 }  // namespace
 
+std::int64_t pipeline_blocks(const ModelSpec& m) {
+  return m.family == ModelFamily::wresnet ? (m.depth - 2) / 3 : m.layers;
+}
+
 // Rules that tie sections together. Each message names the field to change.
 void check_consistency(const Scenario& s, Diagnostics& diag) {
   const auto& m = s.model;
@@ -316,6 +320,13 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     if (m.ffn_hidden % p.tp != 0)
       diag.error("/plan/tp", fmt::format("ffn_hidden ({}) must be divisible by tp ({})", m.ffn_hidden, p.tp));
   }
+  if (!transformer && m.depth && p.schedule == Schedule::interleaved && p.pp >= 1 && p.virtual_stages >= 2 &&
+      pipeline_blocks(m) % (p.pp * p.virtual_stages) != 0)
+    // The rules module splits unevenly only without interleaving; validate must refuse
+    // what run and simulate cannot cost (they threw "internal error" here).
+    diag.error("/plan/pp", fmt::format("a wresnet of depth {} has {} bottleneck blocks, which the interleaved schedule "
+                                       "must divide by pp*virtual_stages = {}*{} = {}",
+                                       m.depth, pipeline_blocks(m), p.pp, p.virtual_stages, p.pp * p.virtual_stages));
   if (!transformer) {
     if (p.tp != 1)
       diag.error("/plan/tp", "tensor parallelism of a wresnet is not a manual plan; use tp 1 (pipeline and data parallel work)");

@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "results/store.hpp"
 #include "tests/cli/run_cli.hpp"
 
 namespace fs = std::filesystem;
@@ -101,3 +103,80 @@ TEST_CASE("simulate: a missing or binary --platform file and an unwritable --tra
   CHECK(fs::file_size(dir / "t.json") > 100);
 }
 
+namespace {
+
+// A 16-GPU scenario and a sweep over pp (1, 2, 16) of it, stored in `db`.
+fs::path pp_sweep(const fs::path& dir) {
+  std::ofstream(dir / "base.json") << R"({"name": "pp-base",
+ "model": {"family": "gpt", "hidden": 256, "layers": 16, "heads": 4, "seq_len": 128, "vocab": 1000},
+ "training": {"global_batch": 16, "micro_batch": 1},
+ "cluster": {"gpu": "a100-sxm4-80gb", "nodes": 1, "gpus_per_node": 16},
+ "plan": {"dp": 16, "tp": 1, "pp": 1}})";
+  std::ofstream(dir / "sweep.json") << R"({"name": "pp-sweep", "base": "base.json", "axes": [
+    {"field": "/training/micro_batch", "values": [1]},
+    {"zip": [{"field": "/plan/dp", "values": [16, 8, 1]}, {"field": "/plan/pp", "values": [1, 2, 16]}]}]})";
+  const fs::path db = dir / "runs.db";
+  const auto r = run_cli("sweep -q " + (dir / "sweep.json").string() + " --db " + db.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  return db;
+}
+
+}  // namespace
+
+TEST_CASE("db plot sweep leaves out points with an infinite metric instead of crashing", "[cli][hardening]") {
+  const fs::path dir = temp_folder("plot-inf");
+  const fs::path db = pp_sweep(dir);
+  {
+    clustersim::results::Database d(db.string(), clustersim::results::Database::Mode::read_write);
+    d.query("UPDATE simulated_runs SET iteration_time_s = 9e999, tokens_per_s = 0 WHERE point_index = 1");
+  }
+  const fs::path svg = dir / "plot.svg";
+  const auto r = run_cli("db plot sweep --sweep 1 --x dp --y iteration_time_s --out " + svg.string() + " --db " +
+                         db.string());
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("left out 1 point(s) of sweep 1 whose iteration_time_s is not a finite number"));
+  std::ifstream in(svg);
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
+  CHECK_THAT(text, Catch::Contains("</svg>") && !Catch::Contains("inf") && !Catch::Contains("nan"));
+}
+
+TEST_CASE("validate, run and simulate agree on plans whose layers do not split over the stages", "[cli][hardening]") {
+  const fs::path dir = temp_folder("split");
+  struct Case {
+    std::string name, scenario, message;
+  };
+  const std::string wresnet = R"({"name": "wr",
+    "model": {"family": "wresnet", "depth": 50, "channels": 64, "width": 2},
+    "training": {"global_batch": 64, "micro_batch": 1},
+    "cluster": {"gpu": "a100-sxm4-80gb", "nodes": 1, "gpus_per_node": 8},
+    "plan": PLAN})";
+  const auto with_plan = [](std::string s, const std::string& plan) { return s.replace(s.find("PLAN"), 4, plan); };
+  std::string uneven = kSmall;
+  uneven.replace(uneven.find("\"layers\": 4"), 11, "\"layers\": 5");
+  const Case cases[] = {
+      // 16 bottleneck blocks over 4 x 3 virtual stages: refused by all three alike.
+      {"wr-interleaved", with_plan(wresnet, R"({"dp": 2, "tp": 1, "pp": 4, "schedule": "interleaved", "virtual_stages": 3})"),
+       "/plan/pp: a wresnet of depth 50 has 16 bottleneck blocks, which the interleaved schedule must divide by "
+       "pp*virtual_stages = 4*3 = 12"},
+      {"gpt-uneven", uneven, "/plan/pp: layers (5) must be divisible by pp*virtual_stages = 2*1 = 2"},
+      // Accepted by all three: 16 blocks over 4 x 2, and over 8 stages without interleaving.
+      {"wr-even", with_plan(wresnet, R"({"dp": 2, "tp": 1, "pp": 4, "schedule": "interleaved", "virtual_stages": 2})"), ""},
+      {"wr-1f1b", with_plan(wresnet, R"({"dp": 1, "tp": 1, "pp": 8})"), ""},
+  };
+  for (const auto& c : cases) {
+    const fs::path f = dir / (c.name + ".json");
+    std::ofstream(f) << c.scenario;
+    for (const char* cmd : {"validate ", "run ", "simulate "}) {
+      const auto r = run_cli(cmd + f.string());
+      INFO(c.name << ": " << cmd << "\n" << r.output);
+      if (c.message.empty()) {
+        CHECK(r.code == 0);
+      } else {
+        CHECK(r.code == 1);
+        CHECK_THAT(r.output, Catch::Contains(f.string() + ": " + c.message));
+      }
+    }
+  }
+}

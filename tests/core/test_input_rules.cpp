@@ -3,6 +3,7 @@
 // refused with the file, the JSON path and the bad value.
 #include <catch2/catch.hpp>
 
+#include "costmodel/graph.hpp"
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario.hpp"
 #include "scenarios/units.hpp"
@@ -109,3 +110,20 @@ TEST_CASE("absurd magnitudes are refused per field, with the bad value", "[scena
   CHECK(scenario_problems(doc).empty());
 }
 
+TEST_CASE("the scenario rules split the same blocks over pipeline stages as the model graphs", "[scenario][input]") {
+  // check_consistency counts pipeline_blocks; the estimator and the simulator split
+  // the graph's layers. If the two ever differ, validate and simulate disagree again.
+  for (const int depth : {26, 50, 101, 152}) {
+    ModelSpec m;
+    m.family = ModelFamily::wresnet;
+    m.depth = depth;
+    m.channels = 64;
+    m.width = 2;
+    m.image_size = 224;
+    m.classes = 1000;
+    INFO("depth " << depth);
+    CHECK(static_cast<std::int64_t>(build_model_graph(m, 1, 2.0).layers.size()) == pipeline_blocks(m));
+  }
+  const Scenario s = default_scenario();
+  CHECK(static_cast<std::int64_t>(build_model_graph(s.model, 1, 2.0).layers.size()) == pipeline_blocks(s.model));
+}
