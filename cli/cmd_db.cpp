@@ -18,6 +18,7 @@
 #include "runner/measured_import.hpp"
 #include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
+#include "scenarios/output_file.hpp"
 #include "scenarios/units.hpp"
 
 namespace clustersim::cli {
@@ -54,9 +55,7 @@ void write_output(const std::string& out, const std::string& text) {
     std::cout << text;
     return;
   }
-  std::ofstream f(out, std::ios::binary);
-  if (!f) throw InputError(out, "", "cannot write this file");
-  f << text;
+  write_text_file(out, text);
   std::cerr << "wrote " << out << '\n';
 }
 
@@ -120,8 +119,17 @@ int sweeps(const DbOptions& o) {
   return 0;
 }
 
+// A sweep id given on the command line must name a stored sweep: "0 failed points" or an
+// empty export for a typo would read as success.
+void require_sweep(const Database& db, const DbOptions& o) {
+  for (const auto& s : db.sweeps())
+    if (s["id"] == o.sweep) return;
+  throw InputError(o.db, "", fmt::format("no sweep {} (see 'db sweeps')", o.sweep));
+}
+
 int failed(const DbOptions& o) {
   const Database db(o.db, Database::Mode::read_only);
+  require_sweep(db, o);
   const auto rows = db.failed_points(o.sweep);
   if (o.json) {
     std::cout << json(rows).dump(2) << '\n';
@@ -195,6 +203,7 @@ std::string csv_field(const std::string& s) {
 int export_runs(const DbOptions& o) {
   if (o.csv == o.json) throw InputError("command line", "export", "give exactly one of --csv or --json");
   const Database db(o.db, Database::Mode::read_only);
+  if (o.sweep) require_sweep(db, o);
   auto rows = db.export_runs(o.sweep ? std::optional<std::int64_t>(o.sweep) : std::nullopt);
   for (auto& r : rows) {
     r["axes"] = parse_json_column(r["axes_json"]);

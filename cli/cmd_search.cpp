@@ -5,6 +5,7 @@
 // Every printed or stored result of a plan has `run --json`'s keys (the plan's
 // Prediction) plus the scenario, the tool and the plan.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
+#include "scenarios/output_file.hpp"
 #include "strategies/resolved_plan.hpp"
 #include "strategies/search/search.hpp"
 
@@ -116,8 +118,22 @@ void print_trace(std::ostream& os, const search::SearchTimings& t) {
                       r.refinements);
 }
 
+// The default plan file, named after the scenario but always in the working folder: a
+// name like "../x" or "/etc/y" must not choose where the file goes.
+std::string default_plan_file(const std::string& scenario_name) {
+  std::string safe;
+  for (const char c : scenario_name)
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  safe.erase(0, safe.find_first_not_of('.'));  // no hidden files, no ".."
+  if (safe.empty()) safe = "plan";
+  return safe + ".plan.json";
+}
+
 int run_search_command(const SearchCliOptions& o) {
   const Scenario s = load_scenario(o.file);
+  const std::string out_file = o.output.empty() ? default_plan_file(s.name) : o.output;
+  // Before the search (minutes on large clusters), not after it.
+  check_writable(out_file);
   search::SearchOptions so;
   so.layer_clusters = o.clusters;
   so.micro_batch_counts = o.micro_batches;
@@ -128,12 +144,11 @@ int run_search_command(const SearchCliOptions& o) {
   so.trace = o.trace || std::getenv("CLUSTERSIM_SEARCH_TRACE") != nullptr;
   const search::SearchReport rep = search::run_search(s, so);
   if (so.trace) print_trace(std::cerr, rep.timings);
-  const std::string out_file = o.output.empty() ? s.name + ".plan.json" : o.output;
   if (!rep.alpa.feasible) {
     std::cerr << o.file << ": no plan fits: every candidate stage exceeds the GPU memory\n";
     return 1;
   }
-  std::ofstream(out_file) << search::to_json(rep.alpa, rep.block_names).dump(2) << '\n';
+  write_text_file(out_file, search::to_json(rep.alpa, rep.block_names).dump(2) + '\n');
   const auto& t = rep.timings;
   nlohmann::json result = result_json(s, rep.alpa, rep.block_names);
   result["search"] = {{"speedup_over_manual", rep.speedup()}, {"timings", timings_json(t)}, {"plan_file", out_file}};

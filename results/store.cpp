@@ -286,6 +286,10 @@ struct Database::Impl {
 Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<Impl>()), file_(file) {
   namespace fs = std::filesystem;
   auto fail = [&](const std::string& msg) { throw InputError(file, "", msg); };
+  // SQLite opens "" as a private temporary database that vanishes on close: a sweep
+  // would run to the end and keep nothing.
+  if (file.empty())
+    throw InputError("command line", "--db", "the results database file name is empty (give a file, e.g. --db runs.db)");
   std::error_code ec;
   const bool exists = fs::exists(file, ec);
   const bool empty = exists && fs::is_regular_file(file, ec) && fs::file_size(file, ec) == 0;

@@ -180,3 +180,81 @@ TEST_CASE("validate, run and simulate agree on plans whose layers do not split o
     }
   }
 }
+
+namespace {
+
+// Runs the binary with `args` in the folder `dir`; stdout and stderr together.
+clustersim::test::CliResult run_in(const fs::path& dir, const std::string& args) {
+  const std::string cmd = "cd '" + dir.string() + "' && " + std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("output files that cannot be written fail with exit 1 and the reason, never 'written'", "[cli][hardening]") {
+  const fs::path dir = temp_folder("outputs");
+  const auto small = write_temp("small.json", kSmall);
+  for (const std::string target : {"/nonexistent/folder/out.json", "/dev/full"}) {
+    const std::string reason = target == "/dev/full" ? "No space left on device" : "No such file or directory";
+    auto r = run_cli("search " + small.string() + " -o " + target);
+    INFO(r.output);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.output, Catch::Contains(target + ": /: cannot write the file: " + reason));
+    CHECK_THAT(r.output, !Catch::Contains("plan written"));
+  }
+  const fs::path db = pp_sweep(dir);
+  for (const std::string target : {"/nonexistent/folder/out.csv", "/dev/full"}) {
+    const std::string reason = target == "/dev/full" ? "No space left on device" : "No such file or directory";
+    for (const std::string cmd : {"db export --csv --sweep 1 --out ", "db plot sweep --sweep 1 --x dp --out "}) {
+      const auto r = run_cli(cmd + target + " --db " + db.string());
+      INFO(cmd << target << "\n" << r.output);
+      CHECK(r.code == 1);
+      CHECK_THAT(r.output, Catch::Contains(target + ": /: cannot write the file: " + reason));
+      CHECK_THAT(r.output, !Catch::Contains("wrote"));
+    }
+  }
+}
+
+TEST_CASE("the default plan file stays in the working folder whatever the scenario's name", "[cli][hardening]") {
+  const fs::path dir = temp_folder("plan-name");
+  fs::create_directories(dir / "work");
+  for (const std::string& name : {std::string("../x"), std::string("/tmp/abs"), std::string(".."), std::string("a b/c")}) {
+    std::string text = kSmall;
+    text.replace(text.find("\"small\""), 7, nlohmann::json(name).dump());
+    std::ofstream(dir / "s.json") << text;
+    const auto r = run_in(dir / "work", "search ../s.json");
+    INFO(name << "\n" << r.output);
+    CHECK(r.code == 0);
+    CHECK_FALSE(fs::exists(dir / "x.plan.json"));
+    std::size_t files = 0;
+    for (const auto& e : fs::directory_iterator(dir / "work")) {
+      ++files;
+      CHECK_THAT(e.path().filename().string(), Catch::EndsWith(".plan.json") && !Catch::StartsWith("."));
+      CHECK_THAT(r.output, Catch::Contains("plan written to " + e.path().filename().string()));
+      fs::remove(e.path());
+    }
+    CHECK(files == 1);
+  }
+}
+
+TEST_CASE("an empty --db and a missing sweep id are errors, not silent successes", "[cli][hardening]") {
+  const fs::path dir = temp_folder("db-args");
+  const auto r = run_cli("sweep -q " + std::string(CLUSTERSIM_SOURCE_DIR) + "/sweeps/gpt-1.3b-plans.json --db ''");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("--db: the results database file name is empty"));
+  const fs::path db = pp_sweep(dir);
+  for (const std::string cmd : {"db failed 99", "db export --csv --sweep 99", "db export --json --sweep 99"}) {
+    const auto m = run_cli(cmd + " --db " + db.string());
+    INFO(cmd << "\n" << m.output);
+    CHECK(m.code == 1);
+    CHECK_THAT(m.output, Catch::Contains(db.string() + ": /: no sweep 99"));
+  }
+  CHECK(run_cli("db failed 1 --db " + db.string()).code == 0);
+}
