@@ -153,9 +153,17 @@ int run_search_command(const SearchCliOptions& o) {
   nlohmann::json result = result_json(s, rep.alpa, rep.block_names);
   result["search"] = {{"speedup_over_manual", rep.speedup()}, {"timings", timings_json(t)}, {"plan_file", out_file}};
   if (rep.manual.feasible) result["search"]["manual"] = result_json(s, rep.manual, rep.block_names);
-  if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, result, "search") << " in " << o.db << '\n';
+  // Stored after printing: a database that fails (a full disk) loses the record, not
+  // the search's result.
+  const auto store = [&] {
+    if (o.db.empty()) return;
+    std::cout.flush();
+    const std::int64_t id = store_run(o.db, s, result, "search");
+    std::cerr << "stored run " << id << " in " << o.db << '\n';
+  };
   if (o.json) {
     std::cout << result.dump(2) << '\n';
+    store();
     return 0;
   }
   std::cout << fmt::format("search: {} ({} GPUs: {} nodes x {})\n", s.name, s.cluster.total_gpus(), s.cluster.nodes,
@@ -179,6 +187,7 @@ int run_search_command(const SearchCliOptions& o) {
     std::cout << fmt::format("warning: {} ILP(s) reached the {} s time limit; their plans are feasible but not proven optimal "
                              "(raise --time-limit)\n", t.unproven, o.time_limit);
   std::cout << "plan written to " << out_file << '\n';
+  store();
   return 0;
 }
 

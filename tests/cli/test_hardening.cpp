@@ -2,9 +2,13 @@
 // mistakes exit 1 with `FILE: /json/path: message`, never "internal error" (exit 3) or
 // a signal; files that cannot be written are said so, never reported as written.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "results/store.hpp"
@@ -67,7 +71,7 @@ TEST_CASE("input rules: duplicate keys, overflowing numbers, hex and absurd unit
 
 TEST_CASE("simulate: a missing or binary --platform file and an unwritable --trace are user errors",
           "[cli][hardening]") {
-  const auto small = write_temp("small.json", kSmall);
+  const auto small = write_temp("hardening-" + std::to_string(__LINE__) + ".json", kSmall);
   auto r = run_cli("simulate " + small.string() + " --platform /nonexistent/platform.xml");
   INFO(r.output);
   CHECK(r.code == 1);
@@ -199,7 +203,7 @@ clustersim::test::CliResult run_in(const fs::path& dir, const std::string& args)
 
 TEST_CASE("output files that cannot be written fail with exit 1 and the reason, never 'written'", "[cli][hardening]") {
   const fs::path dir = temp_folder("outputs");
-  const auto small = write_temp("small.json", kSmall);
+  const auto small = write_temp("hardening-" + std::to_string(__LINE__) + ".json", kSmall);
   for (const std::string target : {"/nonexistent/folder/out.json", "/dev/full"}) {
     const std::string reason = target == "/dev/full" ? "No space left on device" : "No such file or directory";
     auto r = run_cli("search " + small.string() + " -o " + target);
@@ -257,4 +261,142 @@ TEST_CASE("an empty --db and a missing sweep id are errors, not silent successes
     CHECK_THAT(m.output, Catch::Contains(db.string() + ": /: no sweep 99"));
   }
   CHECK(run_cli("db failed 1 --db " + db.string()).code == 0);
+}
+
+namespace {
+
+// Runs `command` through the shell; its exit status.
+int shell(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::int64_t count_rows(const fs::path& db, const std::string& sql) {
+  clustersim::results::Database d(db.string(), clustersim::results::Database::Mode::read_only);
+  return d.query(sql).front().begin()->get<std::int64_t>();
+}
+
+}  // namespace
+
+TEST_CASE("two processes creating one new database both store their run", "[cli][hardening]") {
+  const fs::path dir = temp_folder("create-race");
+  const auto small = write_temp("hardening-" + std::to_string(__LINE__) + ".json", kSmall);
+  const std::string bin = CLUSTERSIM_BINARY;
+  for (int trial = 0; trial < 6; ++trial) {
+    const fs::path db = dir / ("new" + std::to_string(trial) + ".db");
+    const std::string one = bin + " run " + small.string() + " --db " + db.string();
+    shell("cd '" + dir.string() + "' && { (" + one + " > o1 2>&1; echo $? > rc1) & (" + one +
+          " > o2 2>&1; echo $? > rc2) & wait; }");
+    const std::string out = slurp(dir / "o1") + slurp(dir / "o2");
+    INFO("trial " << trial << "\n" << out);
+    CHECK(slurp(dir / "rc1") == "0\n");
+    CHECK(slurp(dir / "rc2") == "0\n");
+    CHECK_THAT(out, !Catch::Contains("already exists") && !Catch::Contains("internal error"));
+    CHECK(count_rows(db, "SELECT count(*) AS n FROM simulated_runs") == 2);
+  }
+}
+
+TEST_CASE("the same sweep run twice at once stores every point exactly once", "[cli][hardening]") {
+  const fs::path dir = temp_folder("sweep-race");
+  const fs::path db = dir / "runs.db";
+  const std::string one =
+      std::string(CLUSTERSIM_BINARY) + " sweep -q " + CLUSTERSIM_SOURCE_DIR + "/sweeps/bench-10k.json --jobs 1 --db " + db.string();
+  shell("cd '" + dir.string() + "' && { (" + one + " > o1 2>&1; echo $? > rc1) & (" + one +
+        " > o2 2>&1; echo $? > rc2) & wait; }");
+  const std::string o1 = slurp(dir / "o1"), o2 = slurp(dir / "o2");
+  INFO(o1 << o2);
+  CHECK(slurp(dir / "rc1") == "0\n");
+  CHECK(slurp(dir / "rc2") == "0\n");
+  CHECK(count_rows(db, "SELECT count(*) AS n FROM simulated_runs") == 10000);
+  CHECK(count_rows(db, "SELECT count(DISTINCT point_index) AS n FROM simulated_runs") == 10000);
+  // What one stored the other counts as done: together they stored each point once.
+  const std::regex re(R"((\d+) stored, \d+ failed, \d+ invalid skipped, (\d+) already done)");
+  std::smatch m1, m2;
+  REQUIRE(std::regex_search(o1, m1, re));
+  REQUIRE(std::regex_search(o2, m2, re));
+  CHECK(std::stol(m1[1]) + std::stol(m2[1]) == 10000);
+  CHECK(std::stol(m1[1]) + std::stol(m1[2]) == 10000);
+  CHECK(std::stol(m2[1]) + std::stol(m2[2]) == 10000);
+}
+
+TEST_CASE("a database that runs out of room says so and keeps what was committed", "[cli][hardening]") {
+  const fs::path dir = temp_folder("full");
+  const std::string sweep = std::string(CLUSTERSIM_SOURCE_DIR) + "/sweeps/bench-10k.json";
+  // A file size limit (SIGXFSZ ignored): writes past 20-40 MB (the whole sweep takes
+  // 55) fail with EFBIG, as a small disk would fail them with ENOSPC; no privileges
+  // needed.
+  const fs::path db = dir / "limited.db";
+  const int rc = shell("cd '" + dir.string() + "' && sh -c \"trap '' XFSZ; ulimit -f 40000; exec " +
+                       std::string(CLUSTERSIM_BINARY) + " sweep -q " + sweep + " --jobs 1 --db " + db.string() +
+                       "\" > out 2>&1");
+  std::string out = slurp(dir / "out");
+  INFO(out);
+  CHECK(rc == 1);
+  CHECK_THAT(out, Catch::Contains(db.filename().string() + ": /: I/O error on the database (File too large)") &&
+                      Catch::Contains("what was committed before is kept"));
+  CHECK_THAT(out, !Catch::Contains("cannot rollback") && !Catch::Contains("internal error"));
+  const std::int64_t kept = count_rows(db, "SELECT count(*) AS n FROM simulated_runs");
+  CHECK(kept > 0);
+  CHECK(kept < 10000);
+
+  // A real full file system where this process may mount one (root in a container).
+  const fs::path mnt = dir / "mnt";
+  fs::create_directories(mnt);
+  if (geteuid() != 0 || shell("mount -t tmpfs -o size=300k tmpfs '" + mnt.string() + "' 2>/dev/null") != 0) {
+    WARN("skipped the full tmpfs check: mounting one needs root with mount rights");
+    return;
+  }
+  const int full = shell(std::string(CLUSTERSIM_BINARY) + " sweep -q " + sweep + " --jobs 1 --db " +
+                         (mnt / "full.db").string() + " > '" + (dir / "out2").string() + "' 2>&1");
+  out = slurp(dir / "out2");
+  shell("umount '" + mnt.string() + "'");
+  INFO(out);
+  CHECK(full == 1);
+  CHECK_THAT(out, Catch::Contains("full.db: /: the disk is full") && !Catch::Contains("cannot rollback"));
+}
+
+TEST_CASE("a database in a read-only folder or file: read commands work, writes are refused, no side files",
+          "[cli][hardening]") {
+  const fs::path dir = temp_folder("read-only");
+  const fs::path db = pp_sweep(dir);
+  // As root, permissions do not stop writes: run the binary as nobody instead.
+  std::string as_user;
+  if (geteuid() == 0) {
+    if (shell("setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null") != 0) {
+      WARN("skipped: running as root without setpriv, so a chmod'ed folder cannot be tested");
+      return;
+    }
+    as_user = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  const auto small = write_temp("hardening-" + std::to_string(__LINE__) + ".json", kSmall);
+  fs::permissions(small, fs::perms::all, fs::perm_options::add);
+  const auto sides = [&] { return fs::exists(db.string() + "-wal") || fs::exists(db.string() + "-shm"); };
+  REQUIRE_FALSE(sides());
+  for (const bool folder_read_only : {true, false}) {
+    INFO((folder_read_only ? "read-only folder" : "read-only file in a writable folder"));
+    fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    fs::permissions(dir, folder_read_only ? fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                                fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec
+                                          : fs::perms::all);
+    const std::string bin = as_user + CLUSTERSIM_BINARY;
+    const std::string out = (dir.parent_path() / "clustersim-hardening-ro-out").string();
+    CHECK(shell(bin + " db list --db " + db.string() + " > " + out + " 2>&1") == 0);
+    CHECK_THAT(slurp(out), Catch::Contains("pp-sweep"));
+    CHECK(shell(bin + " db show 1 --db " + db.string() + " > " + out + " 2>&1") == 0);
+    CHECK(shell(bin + " db export --csv --sweep 1 --db " + db.string() + " > " + out + " 2>&1") == 0);
+    CHECK_FALSE(sides());
+    const int rc = shell(bin + " run " + small.string() + " --db " + db.string() + " > " + out + " 2>&1");
+    INFO(slurp(out));
+    CHECK(rc == 1);
+    CHECK_THAT(slurp(out), Catch::Contains("iteration time") && Catch::Contains("the database cannot be written here") &&
+                               Catch::Contains("read-only commands"));
+    CHECK_FALSE(sides());
+  }
+  fs::permissions(dir, fs::perms::all);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
 }
