@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <variant>
 
 #include "scenarios/diagnostics.hpp"
@@ -215,7 +216,7 @@ class Statement {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    sqlite_failure(db_, rc, sqlite3_errmsg(db_));
+    sqlite_failure(db_, rc, std::string(sqlite3_errmsg(db_)) + " in: " + sqlite3_sql(stmt_));
   }
   nlohmann::json row() const {
     nlohmann::json r = nlohmann::json::object();
@@ -289,7 +290,7 @@ struct Database::Impl {
     if (rc != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
       sqlite3_free(err);
-      sqlite_failure(db, rc, msg);
+      sqlite_failure(db, rc, msg + " in: " + sql);
     }
   }
   std::vector<nlohmann::json> rows(const std::string& sql, std::initializer_list<Value> values = {}) const {
@@ -307,6 +308,19 @@ struct Database::Impl {
   std::string text(const std::string& sql) const {
     Statement st(db, sql);
     return st.step() ? st.text(0) : std::string();
+  }
+  // Switching a new database to WAL while another process does the same can return
+  // SQLITE_BUSY without calling the busy handler (two sweeps started at once on a new
+  // file failed with "database is locked" at once): retry for the busy timeout's 10 s.
+  void exec_retrying_busy(const std::string& sql) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+      if (rc == SQLITE_OK) return;
+      if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > until)
+        sqlite_failure(db, rc, std::string(sqlite3_errmsg(db)) + " in: " + sql);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   // Ends a failed transaction. SQLite has already rolled back on some errors (a full
   // disk): a second ROLLBACK would fail with "no transaction is active" and hide the
@@ -414,7 +428,7 @@ Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<
   }
   // WAL lets readers (db list, plots) run while a sweep writes; NORMAL sync in WAL mode
   // survives a killed process (not a power cut), which is what a sweep's resume needs.
-  impl_->exec("PRAGMA journal_mode = WAL");
+  impl_->exec_retrying_busy("PRAGMA journal_mode = WAL");
   impl_->exec("PRAGMA synchronous = NORMAL");
   impl_->exec("PRAGMA foreign_keys = ON");
   if (version < schema_version) {
@@ -602,7 +616,7 @@ std::set<std::string> Database::done_points(std::int64_t sweep_id, const std::st
 std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
   return impl_->rows(
       "SELECT * FROM ("
-      " SELECT 'simulated' AS kind, r.id AS id, r.method AS method, s.name AS scenario, s.hash AS scenario_hash,"
+      " SELECT 'predicted' AS kind, r.id AS id, r.method AS method, s.name AS scenario, s.hash AS scenario_hash,"
       "  s.model_family AS family, s.gpu AS gpu, s.gpus AS gpus, r.iteration_time_s AS time_s,"
       "  r.tokens_per_s AS tokens_per_s, r.created_utc AS created_utc"
       " FROM simulated_runs r JOIN scenarios s ON s.id = r.scenario_id"
