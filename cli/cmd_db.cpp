@@ -169,12 +169,13 @@ int compare(const DbOptions& o) {
     return 0;
   }
   if (c.pairs.empty()) {
-    fmt::print("no measured run has a {} run of the same scenario (import with 'db import-measured', run with --db)\n",
-               o.method);
+    const bool vowel = !o.method.empty() && std::string("aeiou").find(o.method[0]) != std::string::npos;
+    fmt::print("no measured run has {} {} run of the same scenario (import with 'db import-measured', run with --db)\n",
+               vowel ? "an" : "a", o.method);
     return 0;
   }
   fmt::print("measured step time against the latest {} prediction of the same scenario\n\n", o.method);
-  fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12} {:>12} {:>8} {:>10}  {}\n", "measured", "simulated", "hardware", "family",
+  fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12} {:>12} {:>8} {:>10}  {}\n", "measured", "predicted", "hardware", "family",
              "measured s", "predicted s", "error", "mem error", "scenario");
   for (const auto& p : c.pairs)
     fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12.6g} {:>12.6g} {:>+7.1f}% {:>10}  {}\n", "m" + text_of(p["measured_id"]),
@@ -336,6 +337,7 @@ int plot_sweep(const DbOptions& o) {
   }
   // One value per (series, x): the best over every axis not on the chart.
   std::map<std::string, std::map<double, double>> best;
+  std::map<std::string, json> series_value;  // the series axis's value behind each name
   std::string x_unit;
   for (const auto& [a, value] : points) {
     bool keep = true;
@@ -348,6 +350,7 @@ int plot_sweep(const DbOptions& o) {
                              : a.contains(series_axis)
                                  ? series_axis.substr(series_axis.rfind('/') + 1) + "=" + text_of(a[series_axis])
                                  : "-";
+    if (!series_axis.empty() && a.contains(series_axis)) series_value.emplace(name, a[series_axis]);
     auto& slot = best[name];
     auto it = slot.find(x->first);
     if (it == slot.end()) slot.emplace(x->first, value);
@@ -356,6 +359,19 @@ int plot_sweep(const DbOptions& o) {
   if (best.empty()) throw InputError("command line", "--where", "no stored point matches");
   std::vector<results::Series> series;
   for (const auto& [name, xs] : best) series.push_back({name, {xs.begin(), xs.end()}});
+  // Legends in the axis's order: pp=1, pp=2, pp=16 (by name, pp=16 came before pp=2).
+  const auto numeric = [&](const std::string& name) -> std::optional<double> {
+    const auto it = series_value.find(name);
+    if (it == series_value.end()) return std::nullopt;
+    const auto v = axis_number(it->second);
+    return v ? std::optional<double>(v->first) : std::nullopt;
+  };
+  std::stable_sort(series.begin(), series.end(), [&](const results::Series& a, const results::Series& b) {
+    const auto x = numeric(a.name), y = numeric(b.name);
+    if (x && y && *x != *y) return *x < *y;
+    if (x.has_value() != y.has_value()) return x.has_value();
+    return a.name < b.name;
+  });
   const std::string reduce = axes.size() > 1 + (series_axis.empty() ? 0 : 1) ? " (best over the other axes)" : "";
   const results::ChartText text{fmt::format("{}: {} against {}{}", sweep_name, metric.column, x_axis, reduce),
                                 x_axis + (x_unit.empty() ? "" : " (" + x_unit + ")"), metric.label};

@@ -254,6 +254,15 @@ SimulationResult simulate(const Scenario& s, const SimulateOptions& o) {
     return simulate(*r.manual, o);
   }
   Diagnostics diag(s.source);
+  // The replay schedules every micro-batch of every stage as events: 4 billion of them
+  // ran without a word for days. The estimator (`run`) has no such limit.
+  const std::int64_t micro_batches = s.plan.micro_batches(s.training);
+  if (micro_batches > kMaxSimulatedMicroBatches)
+    diag.error("/training/global_batch",
+               fmt::format("the simulator replays every micro-batch, and global_batch / (dp x micro_batch) = {} / ({} x "
+                           "{}) = {} is more than it takes ({}): use `clustersim run`, or a larger micro_batch",
+                           s.training.global_batch, s.plan.dp, s.training.micro_batch, micro_batches,
+                           kMaxSimulatedMicroBatches));
   const std::string& algo = s.simulation.collectives;
   if (algo != "auto" && !find_collective_algorithm(algo))
     diag.error("/simulation/collectives", fmt::format("unknown collective algorithm \"{}\" (see simulate --list-collectives)", algo));

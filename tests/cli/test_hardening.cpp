@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -399,4 +400,88 @@ TEST_CASE("a database in a read-only folder or file: read commands work, writes 
   }
   fs::permissions(dir, fs::perms::all);
   fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+}
+
+TEST_CASE("output consistency: db list, db compare, legend order, sweep progress, gpus", "[cli][hardening]") {
+  const fs::path dir = temp_folder("consistency");
+  const fs::path db = pp_sweep(dir);
+  // An analytical run is listed as a prediction by the analytical method, not "simulated".
+  auto r = run_cli("db list --db " + db.string());
+  INFO(r.output);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("predicted analytical") && !Catch::Contains("simulated"));
+  r = run_cli("db compare --db " + db.string());
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("has an analytical run") && !Catch::Contains(" a analytical"));
+
+  // Legends follow the axis's numbers: pp=1, pp=2, pp=16.
+  const fs::path svg = dir / "legend.svg";
+  r = run_cli("db plot sweep --sweep 1 --x micro_batch --series pp --y tokens_per_s --out " + svg.string() + " --db " +
+              db.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const std::string chart = slurp(svg);
+  const auto p1 = chart.find(">pp=1<"), p2 = chart.find(">pp=2<"), p16 = chart.find(">pp=16<");
+  REQUIRE(p1 != std::string::npos);
+  REQUIRE(p2 != std::string::npos);
+  REQUIRE(p16 != std::string::npos);
+  CHECK(p1 < p2);
+  CHECK(p2 < p16);
+
+  // The first progress line of a fast sweep has no rate yet (it once said 15,701,668 points/s).
+  fs::remove(db);
+  r = run_cli("sweep " + (dir / "sweep.json").string() + " --db " + db.string());
+  INFO(r.output);
+  CHECK(r.code == 0);
+  const auto first = r.output.find("sweep: ");
+  REQUIRE(first != std::string::npos);
+  const std::string line = r.output.substr(first, r.output.find('\n', first) - first);
+  CHECK_THAT(line, Catch::Contains(", - points/s, ETA -"));
+
+  // Every row of `gpus` has its columns where the header has them, long names included.
+  r = run_cli("gpus");
+  REQUIRE(r.code == 0);
+  std::istringstream rows(r.output);
+  std::string header, row;
+  std::getline(rows, header);
+  const auto status_at = header.find("status");
+  REQUIRE(status_at != std::string::npos);
+  int n = 0;
+  while (std::getline(rows, row)) {
+    INFO(row);
+    CHECK((row.compare(status_at, 9, "datasheet") == 0 || row.compare(status_at, 10, "calibrated") == 0));
+    ++n;
+  }
+  CHECK(n >= 3);
+}
+
+TEST_CASE("micro-batch counts: a plan file's is checked, simulate bounds the replay's", "[cli][hardening]") {
+  const fs::path dir = temp_folder("micro-batches");
+  const auto small = write_temp("hardening-mb.json", kSmall);
+  const fs::path plan = dir / "p.plan.json";
+  REQUIRE(run_cli("search " + small.string() + " -o " + plan.string()).code == 0);
+  nlohmann::json doc = nlohmann::json::parse(slurp(plan));
+  const std::int64_t right = doc["micro_batches"].get<std::int64_t>();
+  CHECK(run_cli("run " + small.string() + " --plan " + plan.string()).code == 0);
+  for (const std::int64_t wrong : {std::int64_t{1} << 62, right + 1}) {
+    doc["micro_batches"] = wrong;
+    std::ofstream(plan) << doc.dump(2);
+    const auto r = run_cli("run " + small.string() + " --plan " + plan.string());
+    INFO(wrong << "\n" << r.output);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.output, Catch::Contains(plan.string() + ": /micro_batches: expected "));
+  }
+
+  std::string text = kSmall;
+  text.replace(text.find("\"global_batch\": 8"), 17, "\"global_batch\": 4294967296");
+  text.replace(text.find("\"dp\": 2, \"tp\": 1, \"pp\": 2"), 25, "\"dp\": 1, \"tp\": 1, \"pp\": 4");
+  const fs::path huge = dir / "huge.json";
+  std::ofstream(huge) << text;
+  auto r = run_cli("simulate " + huge.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains(huge.string() + ": /training/global_batch: the simulator replays every "
+                                                       "micro-batch") &&
+                           Catch::Contains("4294967296"));
+  CHECK(run_cli("run " + huge.string()).code == 0);  // the estimator takes it
 }
