@@ -1,10 +1,12 @@
 #include "sim/simulate.hpp"
 
 #include <fmt/format.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <ctime>
 #include <functional>
@@ -29,9 +31,14 @@ nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe() failed");
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork() failed");
   if (pid == 0) {
+    // The child dies with its parent: a SIGTERM or SIGKILL of `clustersim simulate`
+    // left the replay running as an orphan for as long as it lasted (tens of minutes).
+    // A parent that died between fork() and prctl() is seen through getppid().
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
     close(fds[0]);
     std::string out;
     try {

@@ -2,13 +2,18 @@
 // mistakes exit 1 with `FILE: /json/path: message`, never "internal error" (exit 3) or
 // a signal; files that cannot be written are said so, never reported as written.
 #include <catch2/catch.hpp>
+#include <cctype>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
 #include <sstream>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -484,4 +489,77 @@ TEST_CASE("micro-batch counts: a plan file's is checked, simulate bounds the rep
                                                        "micro-batch") &&
                            Catch::Contains("4294967296"));
   CHECK(run_cli("run " + huge.string()).code == 0);  // the estimator takes it
+}
+
+namespace {
+
+// The pids whose parent is `parent`, from /proc/*/stat.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto close = stat.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+// Alive: the process exists and is neither a zombie nor dead.
+bool alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const auto close = stat.rfind(')');
+  const char state = close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : 'X';
+  return state != 'Z' && state != 'X';
+}
+
+}  // namespace
+
+TEST_CASE("simulate's replay child dies with a parent killed by SIGTERM", "[cli][hardening]") {
+  if (!fs::exists("/proc/self/stat")) {
+    WARN("skipped: no /proc to find the child process");
+    return;
+  }
+  // 100,000 micro-batches: a replay of several seconds.
+  std::string text = kSmall;
+  text.replace(text.find("\"global_batch\": 8"), 17, "\"global_batch\": 200000");
+  const auto file = write_temp("hardening-long.json", text);
+  const pid_t parent = fork();
+  REQUIRE(parent >= 0);
+  if (parent == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    execl(CLUSTERSIM_BINARY, CLUSTERSIM_BINARY, "simulate", file.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 500 && kids.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kids = children_of(parent);
+  }
+  REQUIRE(kids.size() == 1);
+  const pid_t child = kids.front();
+  CHECK(alive(child));
+  kill(parent, SIGTERM);
+  int status = 0;
+  waitpid(parent, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    gone = !alive(child);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(gone);
+  if (!gone) kill(child, SIGKILL);  // leave no orphan behind a failed check
 }
