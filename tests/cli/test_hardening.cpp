@@ -563,3 +563,19 @@ TEST_CASE("simulate's replay child dies with a parent killed by SIGTERM", "[cli]
   CHECK(gone);
   if (!gone) kill(child, SIGKILL);  // leave no orphan behind a failed check
 }
+
+TEST_CASE("results printed to a full device are an error and not a silent success", "[cli][hardening]") {
+  if (!fs::exists("/dev/full")) {
+    WARN("skipped: no /dev/full");
+    return;
+  }
+  const fs::path dir = temp_folder("stdout-full");
+  const fs::path db = pp_sweep(dir);
+  for (const std::string& cmd : {std::string("gpus"), "db export --csv --sweep 1 --db " + db.string()}) {
+    const int rc = shell(std::string(CLUSTERSIM_BINARY) + " " + cmd + " > /dev/full 2> '" + (dir / "err").string() + "'");
+    const std::string err = slurp(dir / "err");
+    INFO(cmd << "\n" << err);
+    CHECK(rc == 1);
+    CHECK_THAT(err, Catch::Contains("cannot write the standard output: No space left on device"));
+  }
+}
