@@ -20,6 +20,7 @@
 #include "runner/uncertainty_table.hpp"
 #include "runner/store.hpp"
 #include "scenarios/diagnostics.hpp"
+#include "scenarios/output_file.hpp"
 
 namespace clustersim::cli {
 namespace {
@@ -164,7 +165,7 @@ int fit(const FitCommand& c) {
     for (const auto& n : notes) fmt::print("note: {}\n", n);
   }
   if (!c.out.empty()) {
-    std::ofstream(c.out) << to_json(fitted).dump(2) << '\n';
+    write_text_file(c.out, to_json(fitted).dump(2) + '\n');
     fmt::print("wrote {}\n", c.out);
   }
   return 0;
@@ -187,11 +188,11 @@ int fit_collectives_command(const FitCollectivesCommand& c) {
              fitted.efficiency.collective_nvlink, format_bandwidth(fitted.nvlink_bandwidth));
   for (const auto& n : notes) fmt::print("note: {}\n", n);
   if (!c.out.empty()) {
-    std::ofstream(c.out) << to_json(fitted).dump(2) << '\n';
+    write_text_file(c.out, to_json(fitted).dump(2) + '\n');
     fmt::print("wrote {}\n", c.out);
   }
   if (!c.fit_out.empty()) {
-    std::ofstream(c.fit_out) << to_json(fit).dump(1) << '\n';
+    write_text_file(c.fit_out, to_json(fit).dump(1) + '\n');
     fmt::print("wrote {}\n", c.fit_out);
   }
   return 0;

@@ -18,6 +18,7 @@
 #include "runner/measured_import.hpp"
 #include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
+#include "scenarios/output_file.hpp"
 #include "scenarios/units.hpp"
 
 namespace clustersim::cli {
@@ -54,9 +55,7 @@ void write_output(const std::string& out, const std::string& text) {
     std::cout << text;
     return;
   }
-  std::ofstream f(out, std::ios::binary);
-  if (!f) throw InputError(out, "", "cannot write this file");
-  f << text;
+  write_text_file(out, text);
   std::cerr << "wrote " << out << '\n';
 }
 
@@ -120,8 +119,17 @@ int sweeps(const DbOptions& o) {
   return 0;
 }
 
+// A sweep id given on the command line must name a stored sweep: "0 failed points" or an
+// empty export for a typo would read as success.
+void require_sweep(const Database& db, const DbOptions& o) {
+  for (const auto& s : db.sweeps())
+    if (s["id"] == o.sweep) return;
+  throw InputError(o.db, "", fmt::format("no sweep {} (see 'db sweeps')", o.sweep));
+}
+
 int failed(const DbOptions& o) {
   const Database db(o.db, Database::Mode::read_only);
+  require_sweep(db, o);
   const auto rows = db.failed_points(o.sweep);
   if (o.json) {
     std::cout << json(rows).dump(2) << '\n';
@@ -161,12 +169,13 @@ int compare(const DbOptions& o) {
     return 0;
   }
   if (c.pairs.empty()) {
-    fmt::print("no measured run has a {} run of the same scenario (import with 'db import-measured', run with --db)\n",
-               o.method);
+    const bool vowel = !o.method.empty() && std::string("aeiou").find(o.method[0]) != std::string::npos;
+    fmt::print("no measured run has {} {} run of the same scenario (import with 'db import-measured', run with --db)\n",
+               vowel ? "an" : "a", o.method);
     return 0;
   }
   fmt::print("measured step time against the latest {} prediction of the same scenario\n\n", o.method);
-  fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12} {:>12} {:>8} {:>10}  {}\n", "measured", "simulated", "hardware", "family",
+  fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12} {:>12} {:>8} {:>10}  {}\n", "measured", "predicted", "hardware", "family",
              "measured s", "predicted s", "error", "mem error", "scenario");
   for (const auto& p : c.pairs)
     fmt::print("{:<9} {:<9} {:<24} {:<7} {:>12.6g} {:>12.6g} {:>+7.1f}% {:>10}  {}\n", "m" + text_of(p["measured_id"]),
@@ -201,6 +210,7 @@ std::string csv_field(const std::string& s) {
 int export_runs(const DbOptions& o) {
   if (o.csv == o.json) throw InputError("command line", "export", "give exactly one of --csv or --json");
   const Database db(o.db, Database::Mode::read_only);
+  if (o.sweep) require_sweep(db, o);
   auto rows = db.export_runs(o.sweep ? std::optional<std::int64_t>(o.sweep) : std::nullopt);
   for (auto& r : rows) {
     r["axes"] = parse_json_column(r["axes_json"]);
@@ -307,12 +317,21 @@ int plot_sweep(const DbOptions& o) {
   const auto rows = db.export_runs(o.sweep);
   std::set<std::string> axes;
   std::vector<std::pair<json, double>> points;  // (axes, metric)
+  std::size_t not_finite = 0;
   for (const auto& r : rows) {
     const json a = parse_json_column(r["axes_json"]);
     if (!a.is_object() || !r[metric.column].is_number()) continue;
     for (const auto& [k, v] : a.items()) axes.insert(k);
-    points.emplace_back(a, r[metric.column].get<double>() * metric.scale);
+    const double value = r[metric.column].get<double>() * metric.scale;
+    if (!std::isfinite(value)) {
+      ++not_finite;
+      continue;
+    }
+    points.emplace_back(a, value);
   }
+  if (not_finite > 0)
+    std::cerr << fmt::format("note: left out {} point(s) of sweep {} whose {} is not a finite number\n", not_finite,
+                             o.sweep, metric.column);
   if (points.empty()) throw InputError(o.db, "", fmt::format("sweep {} has no stored points", o.sweep));
   const std::string x_axis = resolve_axis(o.x, axes, "--x");
   const std::string series_axis = o.series.empty() ? "" : resolve_axis(o.series, axes, "--series");
@@ -324,6 +343,7 @@ int plot_sweep(const DbOptions& o) {
   }
   // One value per (series, x): the best over every axis not on the chart.
   std::map<std::string, std::map<double, double>> best;
+  std::map<std::string, json> series_value;  // the series axis's value behind each name
   std::string x_unit;
   for (const auto& [a, value] : points) {
     bool keep = true;
@@ -336,6 +356,7 @@ int plot_sweep(const DbOptions& o) {
                              : a.contains(series_axis)
                                  ? series_axis.substr(series_axis.rfind('/') + 1) + "=" + text_of(a[series_axis])
                                  : "-";
+    if (!series_axis.empty() && a.contains(series_axis)) series_value.emplace(name, a[series_axis]);
     auto& slot = best[name];
     auto it = slot.find(x->first);
     if (it == slot.end()) slot.emplace(x->first, value);
@@ -344,6 +365,19 @@ int plot_sweep(const DbOptions& o) {
   if (best.empty()) throw InputError("command line", "--where", "no stored point matches");
   std::vector<results::Series> series;
   for (const auto& [name, xs] : best) series.push_back({name, {xs.begin(), xs.end()}});
+  // Legends in the axis's order: pp=1, pp=2, pp=16 (by name, pp=16 came before pp=2).
+  const auto numeric = [&](const std::string& name) -> std::optional<double> {
+    const auto it = series_value.find(name);
+    if (it == series_value.end()) return std::nullopt;
+    const auto v = axis_number(it->second);
+    return v ? std::optional<double>(v->first) : std::nullopt;
+  };
+  std::stable_sort(series.begin(), series.end(), [&](const results::Series& a, const results::Series& b) {
+    const auto x = numeric(a.name), y = numeric(b.name);
+    if (x && y && *x != *y) return *x < *y;
+    if (x.has_value() != y.has_value()) return x.has_value();
+    return a.name < b.name;
+  });
   const std::string reduce = axes.size() > 1 + (series_axis.empty() ? 0 : 1) ? " (best over the other axes)" : "";
   const results::ChartText text{fmt::format("{}: {} against {}{}", sweep_name, metric.column, x_axis, reduce),
                                 x_axis + (x_unit.empty() ? "" : " (" + x_unit + ")"), metric.label};
@@ -356,11 +390,20 @@ int plot_predicted(const DbOptions& o) {
   const auto rows = db.compare_rows(o.method);
   if (rows.empty()) throw InputError(o.db, "", "no measured run has a " + o.method + " run of the same scenario");
   std::map<std::string, results::Series> by_hw;
+  std::size_t not_finite = 0;
   for (const auto& r : rows) {
+    if (!r["measured_s"].is_number() || !r["predicted_s"].is_number() ||
+        !std::isfinite(r["measured_s"].get<double>()) || !std::isfinite(r["predicted_s"].get<double>())) {
+      ++not_finite;
+      continue;
+    }
     auto& s = by_hw[text_of(r["hardware"]) + " / " + text_of(r["family"])];
     s.name = text_of(r["hardware"]) + " / " + text_of(r["family"]);
     s.points.emplace_back(r["measured_s"].get<double>(), r["predicted_s"].get<double>());
   }
+  if (not_finite > 0)
+    std::cerr << fmt::format("note: left out {} run(s) whose measured or predicted time is not a finite number\n",
+                             not_finite);
   std::vector<results::Series> series;
   for (auto& [k, s] : by_hw) series.push_back(std::move(s));
   write_output(o.out, results::scatter_chart({"Predicted (" + o.method + ") against measured step time",

@@ -1,6 +1,8 @@
 // clustersim gpus: the built-in GPU profiles; clustersim version: provenance.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/command.hpp"
 #include "costmodel/hardware.hpp"
 #include "results/sqlite_info.hpp"
@@ -11,11 +13,15 @@ namespace clustersim::cli {
 namespace {
 
 int list_gpus() {
-  fmt::print("{:<18} {:>10} {:>10} {:>9} {:>11} {:>10}  {}\n", "name", "bf16", "fp16", "memory", "HBM", "NVLink",
+  // The name column is as wide as the longest name ("h100-sxm5-80gb-datasheet" pushed
+  // its row out of line with a fixed width).
+  std::size_t width = 4;
+  for (const auto& name : builtin_gpu_names()) width = std::max(width, find_gpu_profile(name)->name.size());
+  fmt::print("{:<{}} {:>10} {:>10} {:>9} {:>11} {:>10}  {}\n", "name", width, "bf16", "fp16", "memory", "HBM", "NVLink",
              "status");
   for (const auto& name : builtin_gpu_names()) {
     const auto p = find_gpu_profile(name);
-    fmt::print("{:<18} {:>10} {:>10} {:>9} {:>11} {:>10}  {}\n", p->name,
+    fmt::print("{:<{}} {:>10} {:>10} {:>9} {:>11} {:>10}  {}\n", p->name, width,
                p->peak_bf16 > 0 ? fmt::format("{:.1f} TF", p->peak_bf16 / 1e12) : "-",
                fmt::format("{:.1f} TF", p->peak_fp16 / 1e12), format_bytes(p->memory_capacity),
                format_bandwidth(p->memory_bandwidth), format_bandwidth(p->nvlink_bandwidth), p->status);

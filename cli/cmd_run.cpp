@@ -35,12 +35,18 @@ int run(const RunOptions& o) {
     out["tool"] = tool_json("analytical");
     out["tool"]["gpu_profile"] = est.cluster().gpu.name;
     out["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
-    if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, out, "analytical") << " in " << o.db << '\n';
     if (o.json) std::cout << out.dump(2) << '\n';
+    else std::cout << format_report(s, est, e);
+    // Stored after printing: a database that fails (a full disk) loses the estimate's
+    // record, not the estimate.
+    if (!o.db.empty()) {
+      std::cout.flush();
+      const std::int64_t id = store_run(o.db, s, out, "analytical");
+      std::cerr << "stored run " << id << " in " << o.db << '\n';
+    }
+    return 0;
   }
-  if (!o.json) {
-    std::cout << format_report(s, est, e);
-  }
+  std::cout << format_report(s, est, e);
   return 0;
 }
 

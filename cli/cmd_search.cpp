@@ -5,6 +5,7 @@
 // Every printed or stored result of a plan has `run --json`'s keys (the plan's
 // Prediction) plus the scenario, the tool and the plan.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
+#include "scenarios/output_file.hpp"
 #include "strategies/resolved_plan.hpp"
 #include "strategies/search/search.hpp"
 
@@ -118,8 +120,22 @@ void print_trace(std::ostream& os, const search::SearchTimings& t) {
                       r.refinements);
 }
 
+// The default plan file, named after the scenario but always in the working folder: a
+// name like "../x" or "/etc/y" must not choose where the file goes.
+std::string default_plan_file(const std::string& scenario_name) {
+  std::string safe;
+  for (const char c : scenario_name)
+    safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  safe.erase(0, safe.find_first_not_of('.'));  // no hidden files, no ".."
+  if (safe.empty()) safe = "plan";
+  return safe + ".plan.json";
+}
+
 int run_search_command(const SearchCliOptions& o) {
   const Scenario s = load_scenario(o.file);
+  const std::string out_file = o.output.empty() ? default_plan_file(s.name) : o.output;
+  // Before the search (minutes on large clusters), not after it.
+  check_writable(out_file);
   search::SearchOptions so;
   so.layer_clusters = o.clusters;
   so.micro_batch_counts = o.micro_batches;
@@ -130,19 +146,26 @@ int run_search_command(const SearchCliOptions& o) {
   so.trace = o.trace || std::getenv("CLUSTERSIM_SEARCH_TRACE") != nullptr;
   const search::SearchReport rep = search::run_search(s, so);
   if (so.trace) print_trace(std::cerr, rep.timings);
-  const std::string out_file = o.output.empty() ? s.name + ".plan.json" : o.output;
   if (!rep.alpa.feasible) {
     std::cerr << o.file << ": no plan fits: every candidate stage exceeds the GPU memory\n";
     return 1;
   }
-  std::ofstream(out_file) << search::to_json(rep.alpa, rep.block_names).dump(2) << '\n';
+  write_text_file(out_file, search::to_json(rep.alpa, rep.block_names).dump(2) + '\n');
   const auto& t = rep.timings;
   nlohmann::json result = result_json(s, rep.alpa, rep.block_names);
   result["search"] = {{"speedup_over_manual", rep.speedup()}, {"timings", timings_json(t)}, {"plan_file", out_file}};
   if (rep.manual.feasible) result["search"]["manual"] = result_json(s, rep.manual, rep.block_names);
-  if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, result, "search") << " in " << o.db << '\n';
+  // Stored after printing: a database that fails (a full disk) loses the record, not
+  // the search's result.
+  const auto store = [&] {
+    if (o.db.empty()) return;
+    std::cout.flush();
+    const std::int64_t id = store_run(o.db, s, result, "search");
+    std::cerr << "stored run " << id << " in " << o.db << '\n';
+  };
   if (o.json) {
     std::cout << result.dump(2) << '\n';
+    store();
     return 0;
   }
   std::cout << fmt::format("search: {} ({} GPUs: {} nodes x {})\n", s.name, s.cluster.total_gpus(), s.cluster.nodes,
@@ -166,6 +189,7 @@ int run_search_command(const SearchCliOptions& o) {
     std::cout << fmt::format("warning: {} ILP(s) reached the {} s time limit; their plans are feasible but not proven optimal "
                              "(raise --time-limit)\n", t.unproven, o.time_limit);
   std::cout << "plan written to " << out_file << '\n';
+  store();
   return 0;
 }
 

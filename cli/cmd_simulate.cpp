@@ -9,6 +9,7 @@
 #include "cli/report.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
+#include "scenarios/output_file.hpp"
 #include "sim/simgrid_info.hpp"
 #include "sim/simulate.hpp"
 
@@ -36,6 +37,8 @@ int simulate_command(const SimulateOptions& o) {
     return 0;
   }
   const Scenario s = o.file.empty() ? default_scenario() : load_scenario(o.file);
+  // Before the replay (minutes on large clusters), not after it.
+  if (!o.trace.empty()) check_writable(o.trace);
   sim::SimulateOptions so;
   so.trace_file = o.trace;
   so.platform_file = o.platform;
@@ -48,10 +51,19 @@ int simulate_command(const SimulateOptions& o) {
   out["tool"]["network_model"] = r.simulator["network_model"];
   // The results database keeps the SimGrid configuration as provenance.
   out["tool"]["simgrid_config"] = r.simulator["network_model"];
-  if (!o.db.empty()) std::cerr << "stored run " << store_run(o.db, s, out, "simulated") << " in " << o.db << '\n';
+  // Stored after printing: a database that fails (a full disk) loses the record, not
+  // the result of a long replay.
+  const auto store = [&] {
+    if (o.db.empty()) return;
+    std::cout.flush();
+    const std::int64_t id = store_run(o.db, s, out, "simulated");
+    std::cerr << "stored run " << id << " in " << o.db << '\n';
+  };
   if (o.json) {
-    out["scenario"] = to_json(s);
-    std::cout << out.dump(2) << '\n';
+    nlohmann::json printed = out;
+    printed["scenario"] = to_json(s);
+    std::cout << printed.dump(2) << '\n';
+    store();
     return 0;
   }
   const auto& st = r.simulator;
@@ -80,6 +92,7 @@ int simulate_command(const SimulateOptions& o) {
                            d(st, "wall_time_s"), st["simgrid_version"].get<std::string>(),
                            st["network_model"]["model"].get<std::string>());
   if (!o.trace.empty()) std::cout << fmt::format("trace           {}\n", o.trace);
+  store();
   return 0;
 }
 

@@ -2,6 +2,8 @@
 // its own cli/cmd_*.cpp and registers itself (cli/command.hpp).
 // Exit codes: 0 ok, 1 bad input, 2 bad command line, 3 internal error.
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <map>
 
@@ -34,9 +36,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Results printed to a full device or a closed file are lost: say so (exit 1) rather
+  // than exit 0 over an empty or truncated output.
+  const auto flushed = [](int code) {
+    errno = 0;
+    std::cout.flush();
+    if (std::cout) return code;
+    std::cerr << "clustersim: cannot write the standard output"
+              << (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()) << '\n';
+    return code == 0 ? 1 : code;
+  };
   try {
     for (const auto& [sub, runner] : runners)
-      if (sub->parsed()) return runner();
+      if (sub->parsed()) return flushed(runner());
   } catch (const clustersim::InputError& e) {
     std::cerr << e.what() << '\n';
     return 1;

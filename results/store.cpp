@@ -5,13 +5,20 @@
 
 #include <sqlite3.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <variant>
 
 #include "scenarios/diagnostics.hpp"
@@ -142,11 +149,46 @@ CREATE TABLE calibration_samples(
 
 using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string>;
 
+// A failure of SQLite. What the user's machine caused (a full disk, a read-only file or
+// folder, an I/O error, a lock held too long by another process, a damaged file) is an
+// InputError naming the database and what to do (exit 1); anything else is a bug of
+// ours (exit 3). `what` is SQLite's message.
+[[noreturn]] void sqlite_failure(sqlite3* db, int rc, const std::string& what) {
+  const char* name = db ? sqlite3_db_filename(db, "main") : nullptr;
+  const std::string file = name && *name ? name : "results database";
+  const int sys = db ? sqlite3_system_errno(db) : 0;
+  const std::string why = sys != 0 ? fmt::format(" ({})", std::strerror(sys)) : std::string();
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+      throw InputError(file, "", "the disk is full: the database could not be written" + why +
+                                     "; what was committed before is kept (free space and run again; a sweep resumes "
+                                     "where it stopped)");
+    case SQLITE_IOERR:
+      if (sys == ENOSPC || sys == EDQUOT)
+        throw InputError(file, "", "the disk is full: the database could not be written" + why +
+                                       "; what was committed before is kept (free space and run again; a sweep "
+                                       "resumes where it stopped)");
+      throw InputError(file, "", "I/O error on the database" + why + ": " + what +
+                                     "; what was committed before is kept");
+    case SQLITE_READONLY:
+      throw InputError(file, "", "the database cannot be written here (a read-only file, folder or file system): " +
+                                     what);
+    case SQLITE_CANTOPEN: throw InputError(file, "", "cannot open the database" + why + ": " + what);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw InputError(file, "", "another process kept the database locked for more than 10 s (" + what +
+                                     "); run again when it is done");
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: throw InputError(file, "", "corrupt results database (" + what + ")");
+    default: throw std::runtime_error("SQLite: " + what);
+  }
+}
+
 class Statement {
  public:
   Statement(sqlite3* db, const std::string& sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
-      throw std::runtime_error("SQLite: " + std::string(sqlite3_errmsg(db)) + " in: " + sql);
+    const int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) sqlite_failure(db, rc, std::string(sqlite3_errmsg(db)) + " in: " + sql);
   }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
@@ -174,7 +216,7 @@ class Statement {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw std::runtime_error("SQLite: " + std::string(sqlite3_errmsg(db_)));
+    sqlite_failure(db_, rc, std::string(sqlite3_errmsg(db_)) + " in: " + sqlite3_sql(stmt_));
   }
   nlohmann::json row() const {
     nlohmann::json r = nlohmann::json::object();
@@ -244,10 +286,11 @@ struct Database::Impl {
 
   void exec(const std::string& sql) const {
     char* err = nullptr;
-    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
       sqlite3_free(err);
-      throw std::runtime_error("SQLite: " + msg);
+      sqlite_failure(db, rc, msg + " in: " + sql);
     }
   }
   std::vector<nlohmann::json> rows(const std::string& sql, std::initializer_list<Value> values = {}) const {
@@ -265,6 +308,25 @@ struct Database::Impl {
   std::string text(const std::string& sql) const {
     Statement st(db, sql);
     return st.step() ? st.text(0) : std::string();
+  }
+  // Switching a new database to WAL while another process does the same can return
+  // SQLITE_BUSY without calling the busy handler (two sweeps started at once on a new
+  // file failed with "database is locked" at once): retry for the busy timeout's 10 s.
+  void exec_retrying_busy(const std::string& sql) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+      if (rc == SQLITE_OK) return;
+      if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > until)
+        sqlite_failure(db, rc, std::string(sqlite3_errmsg(db)) + " in: " + sql);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  // Ends a failed transaction. SQLite has already rolled back on some errors (a full
+  // disk): a second ROLLBACK would fail with "no transaction is active" and hide the
+  // real error, so it is skipped, and its own failure is not thrown over that error.
+  void rollback_quietly() noexcept {
+    if (db && !sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
   }
   // Inserts (ignoring a duplicate) and returns the id of the row with that unique key.
   std::int64_t put(const std::string& insert, const std::string& select, std::initializer_list<Value> values,
@@ -286,6 +348,10 @@ struct Database::Impl {
 Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<Impl>()), file_(file) {
   namespace fs = std::filesystem;
   auto fail = [&](const std::string& msg) { throw InputError(file, "", msg); };
+  // SQLite opens "" as a private temporary database that vanishes on close: a sweep
+  // would run to the end and keep nothing.
+  if (file.empty())
+    throw InputError("command line", "--db", "the results database file name is empty (give a file, e.g. --db runs.db)");
   std::error_code ec;
   const bool exists = fs::exists(file, ec);
   const bool empty = exists && fs::is_regular_file(file, ec) && fs::file_size(file, ec) == 0;
@@ -296,9 +362,36 @@ Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<
   if (exists && !empty && !has_sqlite_header(file))
     fail("not a SQLite database (the file does not start with the SQLite header); left untouched");
 
-  const int flags = mode == Mode::read_only ? SQLITE_OPEN_READONLY
-                                            : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  if (sqlite3_open_v2(file.c_str(), &impl_->db, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
+  // A database in WAL mode is read through its -shm and -wal files, which SQLite
+  // creates beside it, and a read-only connection leaves them behind. Where this
+  // process cannot write (a read-only file, folder or file system) and no writer has a
+  // -wal open, the file is read as immutable: no side files, no locks.
+  const fs::path folder = fs::absolute(fs::path(file), ec).parent_path();
+  const bool folder_writable = ::access(folder.c_str(), W_OK) == 0;
+  const int folder_errno = errno;
+  const bool file_writable = exists && ::access(file.c_str(), W_OK) == 0;
+  const int file_errno = errno;
+  if (mode == Mode::read_write && ((exists && !file_writable) || !folder_writable)) {
+    const bool file_side = exists && !file_writable;
+    fail(fmt::format("the database cannot be written here (the {} {}: {}); read-only commands (db list, db show, db "
+                     "export) still work on it",
+                     file_side ? "file" : "folder", file_side ? file : folder.string(),
+                     std::strerror(file_side ? file_errno : folder_errno)));
+  }
+  const bool wal_in_use = fs::exists(file + "-wal", ec) && fs::file_size(file + "-wal", ec) > 0;
+  const bool immutable = mode == Mode::read_only && (!file_writable || !folder_writable) && !wal_in_use;
+  std::string name = file;
+  int flags = mode == Mode::read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (immutable) {
+    name = "file:";
+    for (const unsigned char c : file) {
+      if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '-' || c == '~') name += static_cast<char>(c);
+      else name += fmt::format("%{:02X}", c);
+    }
+    name += "?immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  if (sqlite3_open_v2(name.c_str(), &impl_->db, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
     fail(std::string("cannot open: ") + sqlite3_errmsg(impl_->db));
   sqlite3_busy_timeout(impl_->db, 10000);
   sqlite3_extended_result_codes(impl_->db, 1);
@@ -335,18 +428,23 @@ Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<
   }
   // WAL lets readers (db list, plots) run while a sweep writes; NORMAL sync in WAL mode
   // survives a killed process (not a power cut), which is what a sweep's resume needs.
-  impl_->exec("PRAGMA journal_mode = WAL");
+  impl_->exec_retrying_busy("PRAGMA journal_mode = WAL");
   impl_->exec("PRAGMA synchronous = NORMAL");
   impl_->exec("PRAGMA foreign_keys = ON");
-  for (int v = version; v < schema_version; ++v) {
+  if (version < schema_version) {
+    // Under the write lock, read the version again: another process creating the same
+    // new database may have migrated it while this one waited (two sweeps started at
+    // once failed with "table scenarios already exists").
     impl_->exec("BEGIN IMMEDIATE");
     try {
-      impl_->exec(migrations[static_cast<std::size_t>(v)]);
-      impl_->exec("PRAGMA user_version = " + std::to_string(v + 1));
-      impl_->exec("PRAGMA application_id = " + std::to_string(application_id));
+      for (int v = static_cast<int>(impl_->scalar("PRAGMA user_version")); v < schema_version; ++v) {
+        impl_->exec(migrations[static_cast<std::size_t>(v)]);
+        impl_->exec("PRAGMA user_version = " + std::to_string(v + 1));
+        impl_->exec("PRAGMA application_id = " + std::to_string(application_id));
+      }
       impl_->exec("COMMIT");
     } catch (...) {
-      impl_->exec("ROLLBACK");
+      impl_->rollback_quietly();
       throw;
     }
   }
@@ -358,7 +456,7 @@ int Database::version() const { return static_cast<int>(impl_->scalar("PRAGMA us
 
 void Database::begin() { impl_->exec("BEGIN IMMEDIATE"); }
 void Database::commit() { impl_->exec("COMMIT"); }
-void Database::rollback() { impl_->exec("ROLLBACK"); }
+void Database::rollback() { impl_->rollback_quietly(); }
 
 void RunRecord::prepare() {
   if (scenario_hash.empty()) scenario_hash = results::scenario_hash(scenario);
@@ -419,7 +517,8 @@ std::int64_t Database::add_run(const RunRecord& r) {
                "INSERT INTO simulated_runs(scenario_id, plan_id, hardware_id, sweep_id, point_index, axes_json, method,"
                " iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, model_tflops_per_gpu, mfu,"
                " memory_per_gpu_bytes, fits, result_json, tool_version, git_revision, simgrid_version,"
-               " simgrid_config_json, created_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+               " simgrid_config_json, created_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+               " ON CONFLICT DO NOTHING");
   st.bind({scenario_id, plan_id, hardware_id, r.sweep_id ? Value(*r.sweep_id) : Value(nullptr),
            r.sweep_id ? Value(r.point_index) : Value(nullptr), opt_dump(r.axes), r.method,
            opt_number(res, "iteration_time_s"), opt_number(res, "tokens_per_s"), opt_number(res, "samples_per_s"),
@@ -430,6 +529,9 @@ std::int64_t Database::add_run(const RunRecord& r) {
            opt_dump(r.provenance.simgrid_config), utc_now()});
   st.step();
   st.reset();
+  // Only a sweep point can conflict (one run per sweep, scenario and method): another
+  // process running the same sweep stored it first.
+  if (sqlite3_changes(impl_->db) == 0) return 0;
   return sqlite3_last_insert_rowid(impl_->db);
 }
 
@@ -514,7 +616,7 @@ std::set<std::string> Database::done_points(std::int64_t sweep_id, const std::st
 std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
   return impl_->rows(
       "SELECT * FROM ("
-      " SELECT 'simulated' AS kind, r.id AS id, r.method AS method, s.name AS scenario, s.hash AS scenario_hash,"
+      " SELECT 'predicted' AS kind, r.id AS id, r.method AS method, s.name AS scenario, s.hash AS scenario_hash,"
       "  s.model_family AS family, s.gpu AS gpu, s.gpus AS gpus, r.iteration_time_s AS time_s,"
       "  r.tokens_per_s AS tokens_per_s, r.created_utc AS created_utc"
       " FROM simulated_runs r JOIN scenarios s ON s.id = r.scenario_id"

@@ -86,12 +86,15 @@ class Database {
   // Writes go through transactions; callers batch many inserts in one.
   void begin();
   void commit();
+  // Never throws: a no-op when SQLite has already ended the transaction (a full disk).
   void rollback();
 
   std::int64_t put_scenario(const nlohmann::json& canonical);  // idempotent, returns id
   std::int64_t put_scenario(const nlohmann::json& canonical, const std::string& hash, const std::string& dump);
   std::int64_t put_hardware(const HardwareRecord& h);          // idempotent
   std::int64_t put_plan(const nlohmann::json& plan);           // idempotent
+  // The new run's id; 0 when a run of the same sweep point (sweep, scenario, method) is
+  // already stored, by another process running the same sweep at the same time.
   std::int64_t add_run(const RunRecord& r);
   // Idempotent on (scenario, source, name, date): a re-import returns the existing id.
   std::int64_t add_measured(const MeasuredRecord& m);

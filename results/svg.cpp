@@ -120,9 +120,15 @@ std::vector<double> log_ticks(double lo, double hi) {
   return out;
 }
 
+// A point with an infinite or NaN coordinate has no place on a chart (an infinite
+// iteration time once sent the tick loop to infinity): the callers say how many they left
+// out, the charts skip them.
+bool drawable(double x, double y) { return std::isfinite(x) && std::isfinite(y); }
+
 struct Bounds {
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   void add(double x, double y) {
+    if (!drawable(x, y)) return;
     x_lo = std::min(x_lo, x), x_hi = std::max(x_hi, x), y_lo = std::min(y_lo, y), y_hi = std::max(y_hi, y);
   }
   bool empty() const { return !(x_lo <= x_hi); }
@@ -131,6 +137,7 @@ struct Bounds {
 }  // namespace
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {std::isfinite(lo) ? lo : 0.0};
   if (!(hi > lo)) return {lo};
   const double raw = (hi - lo) / std::max(1, target);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
@@ -168,12 +175,12 @@ std::string line_chart(const ChartText& text, const std::vector<Series>& series,
     std::sort(pts.begin(), pts.end());
     std::string path;
     for (const auto& [px, py] : pts) {
-      if (log_x && px <= 0) continue;
+      if ((log_x && px <= 0) || !drawable(px, py)) continue;
       path += fmt::format("{}{:.2f},{:.2f}", path.empty() ? "" : " ", x(px), y(py));
     }
     svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colour, path);
     for (const auto& [px, py] : pts)
-      if (!log_x || px > 0)
+      if ((!log_x || px > 0) && drawable(px, py))
         svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3\" fill=\"{}\"/>\n", x(px), y(py), colour);
     entries.emplace_back(series[i].name, colour);
   }
@@ -202,7 +209,8 @@ std::string scatter_chart(const ChartText& text, const std::vector<Series>& seri
   for (std::size_t i = 0; i < series.size(); ++i) {
     const char* colour = palette[i % std::size(palette)];
     for (const auto& [px, py] : series[i].points)
-      svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"4\" fill=\"{}\" fill-opacity=\"0.8\"/>\n", x(px),
+      if (drawable(px, py))
+        svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"4\" fill=\"{}\" fill-opacity=\"0.8\"/>\n", x(px),
                          y(py), colour);
     entries.emplace_back(series[i].name, colour);
   }

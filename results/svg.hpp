@@ -18,6 +18,7 @@ struct ChartText {
   std::string title, x_label, y_label;
 };
 
+// Points with a non-finite coordinate are left out of every chart (callers report them).
 // One polyline with markers per series.
 std::string line_chart(const ChartText& text, const std::vector<Series>& series, bool log_x = false);
 // Markers only; with `identity_line` the y = x diagonal is drawn and both axes share a range.

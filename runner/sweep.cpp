@@ -198,8 +198,9 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options) {
           ++sum.duplicates;
         } else {
           x.record->sweep_id = sweep_id;
-          db.add_run(*x.record);
-          ++sum.stored;
+          // 0: the same sweep, run at the same time by another process, stored it first.
+          if (db.add_run(*x.record) == 0) ++sum.already_done;
+          else ++sum.stored;
         }
         ++since_commit;
       }

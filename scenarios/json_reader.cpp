@@ -2,7 +2,12 @@
 #include "scenarios/json_reader.hpp"
 
 #include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace clustersim {
@@ -130,7 +135,8 @@ std::optional<std::string> ObjectReader::choice(std::string_view key, std::initi
   return std::nullopt;
 }
 
-std::optional<double> ObjectReader::quantity(std::string_view key, Dimension dim, bool required) {
+std::optional<double> ObjectReader::quantity(std::string_view key, Dimension dim, bool required,
+                                             std::optional<QuantityRange> range) {
   const auto* v = lookup(key, required);
   if (!v) return std::nullopt;
   if (v->is_number()) {
@@ -145,7 +151,17 @@ std::optional<double> ObjectReader::quantity(std::string_view key, Dimension dim
   }
   std::string err;
   auto q = parse_quantity(v->get<std::string>(), dim, &err);
-  if (!q) diag_.error(path(key), err);
+  if (!q) {
+    diag_.error(path(key), err);
+    return q;
+  }
+  if (range && (*q < range->min || *q > range->max)) {
+    const QuantityRange& r = *range;
+    diag_.error(path(key), fmt::format("expected {} from {} to {}, got \"{}\"", dimension_name(dim),
+                                       format_quantity(r.min, dim), format_quantity(r.max, dim),
+                                       v->get<std::string>()));
+    return std::nullopt;
+  }
   return q;
 }
 
@@ -159,25 +175,199 @@ const nlohmann::json* ObjectReader::object(std::string_view key, bool required) 
   return v;
 }
 
-nlohmann::json parse_json_text(std::string_view text, const std::string& file) {
-  try {
-    return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    // Turn the byte offset into line:column for the message.
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i < text.size() && i + 1 < e.byte; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
+namespace {
+
+struct TextPosition {
+  std::size_t line = 1, column = 1;
+};
+
+TextPosition position_of(std::string_view text, std::size_t offset) {
+  TextPosition p;
+  for (std::size_t i = 0; i < text.size() && i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else {
+      ++p.column;
+    }
+  }
+  return p;
+}
+
+// A second walk over the text that nlohmann's DOM cannot do: it keeps where each key
+// was written, so a key given twice in one object (nlohmann silently keeps the last) is
+// reported with both places, and a number too large for a double is reported with its
+// JSON path instead of nlohmann's bare "number overflow". The walk is iterative (a
+// fuzzed "[[[[..." must not overflow the stack) and stops quietly at anything it does
+// not understand: nlohmann has already rejected malformed text.
+class TextScanner {
+ public:
+  TextScanner(std::string_view text, const std::string& file) : text_(text), diag_(file) {}
+
+  void run() {
+    struct Frame {
+      bool object = false;
+      std::string path;
+      std::size_t index = 0;
+      std::map<std::string, std::size_t> keys;  // key -> offset of its first occurrence
+      std::string pending_key;
+    };
+    std::vector<Frame> stack;
+    std::string root;
+    // Path of the value that starts next.
+    const auto value_path = [&]() -> std::string {
+      if (stack.empty()) return root;
+      Frame& f = stack.back();
+      return f.object ? json_path(f.path, f.pending_key) : json_path(f.path, f.index);
+    };
+    bool expect_value = true;
+    while (true) {
+      skip_space();
+      if (pos_ >= text_.size()) return;
+      const char c = text_[pos_];
+      if (expect_value) {
+        if (c == '{' || c == '[') {
+          Frame frame;
+          frame.object = c == '{';
+          frame.path = value_path();
+          stack.push_back(std::move(frame));
+          ++pos_;
+          skip_space();
+          if (pos_ < text_.size() && (text_[pos_] == '}' || text_[pos_] == ']')) {
+            ++pos_;
+            stack.pop_back();
+            expect_value = false;
+            continue;
+          }
+          if (stack.back().object) {
+            if (!read_key(stack.back())) return;
+          }
+          continue;
+        }
+        if (c == '"') {
+          if (!skip_string()) return;
+        } else if (c == '-' || (c >= '0' && c <= '9')) {
+          const std::size_t start = pos_;
+          while (pos_ < text_.size() && std::strchr("+-.eE0123456789", text_[pos_]) != nullptr) ++pos_;
+          const std::string token(text_.substr(start, pos_ - start));
+          const double x = std::strtod(token.c_str(), nullptr);
+          if (!std::isfinite(x)) {
+            const TextPosition at = position_of(text_, start);
+            diag_.error(value_path(), fmt::format("the number {} (line {}, column {}) is too large for a double "
+                                                  "(at most about 1.8e308)",
+                                                  token.size() > 40 ? token.substr(0, 37) + "..." : token, at.line,
+                                                  at.column));
+            return;  // nlohmann stopped here too: what follows is unread
+          }
+        } else if (text_.compare(pos_, 4, "true") == 0 || text_.compare(pos_, 4, "null") == 0) {
+          pos_ += 4;
+        } else if (text_.compare(pos_, 5, "false") == 0) {
+          pos_ += 5;
+        } else {
+          return;
+        }
+        expect_value = false;
+        continue;
+      }
+      // After a value: a separator or the end of a container.
+      if (stack.empty()) return;
+      Frame& f = stack.back();
+      if (c == ',') {
+        ++pos_;
+        if (f.object) {
+          skip_space();
+          if (!read_key(f)) return;
+        } else {
+          ++f.index;
+        }
+        expect_value = true;
+      } else if (c == '}' || c == ']') {
+        ++pos_;
+        stack.pop_back();
       } else {
-        ++col;
+        return;
       }
     }
+  }
+
+  const Diagnostics& diagnostics() const { return diag_; }
+
+ private:
+  // Reads `"key" :` at pos_, records it in `f` and checks it against the keys before.
+  template <class Frame>
+  bool read_key(Frame& f) {
+    skip_space();
+    const std::size_t start = pos_;
+    if (!skip_string()) return false;
+    std::string key(text_.substr(start + 1, pos_ - start - 2));
+    if (key.find('\\') != std::string::npos) {
+      try {
+        key = nlohmann::json::parse(text_.substr(start, pos_ - start)).get<std::string>();
+      } catch (const nlohmann::json::exception&) {
+        return false;
+      }
+    }
+    const auto [it, inserted] = f.keys.emplace(key, start);
+    if (!inserted) {
+      const TextPosition first = position_of(text_, it->second), again = position_of(text_, start);
+      diag_.error(json_path(f.path, key),
+                  fmt::format("duplicate key \"{}\": given at line {}, column {} and again at line {}, column {}; "
+                              "keep one (a JSON reader would silently take the last)",
+                              key, first.line, first.column, again.line, again.column));
+    }
+    f.pending_key = std::move(key);
+    skip_space();
+    if (pos_ >= text_.size() || text_[pos_] != ':') return false;
+    ++pos_;
+    return true;
+  }
+
+  bool skip_string() {
+    if (pos_ >= text_.size() || text_[pos_] != '"') return false;
+    for (++pos_; pos_ < text_.size(); ++pos_) {
+      if (text_[pos_] == '\\') {
+        ++pos_;
+      } else if (text_[pos_] == '"') {
+        ++pos_;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
+      ++pos_;
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  Diagnostics diag_;
+};
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& file) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    const TextPosition at = position_of(text, e.byte == 0 ? 0 : e.byte - 1);
     std::string what = e.what();
     const auto pos = what.find("syntax error");
     if (pos != std::string::npos) what = what.substr(pos);
-    throw InputError(file, "", fmt::format("invalid JSON at line {}, column {}: {}", line, col, what));
+    throw InputError(file, "", fmt::format("invalid JSON at line {}, column {}: {}", at.line, at.column, what));
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond a double's range (out_of_range.406): the scan below names it.
+    TextScanner scan(text, file);
+    scan.run();
+    scan.diagnostics().throw_if_errors();
+    throw InputError(file, "", fmt::format("invalid JSON: {}", e.what()));
   }
+  TextScanner scan(text, file);
+  scan.run();
+  scan.diagnostics().throw_if_errors();
+  return doc;
 }
 
 nlohmann::json read_json_file(const std::string& file) {

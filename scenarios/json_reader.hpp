@@ -36,7 +36,9 @@ class ObjectReader {
   std::optional<std::string> string(std::string_view key, bool required = true);
   std::optional<std::string> choice(std::string_view key, std::initializer_list<std::string_view> allowed,
                                     bool required = true);
-  std::optional<double> quantity(std::string_view key, Dimension dim, bool required = true);
+  // A string with a unit, in SI, finite and >= 0, and within `range` when given.
+  std::optional<double> quantity(std::string_view key, Dimension dim, bool required = true,
+                                 std::optional<QuantityRange> range = std::nullopt);
   // Child object (nullptr when absent or not an object; the latter is reported).
   const nlohmann::json* object(std::string_view key, bool required = true);
 

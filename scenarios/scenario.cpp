@@ -210,6 +210,11 @@ void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag)
                                                     t.global_batch, t.micro_batch));
 }
 
+// What a link of a real cluster can be: 1 Mbit/s (a slow management network) to
+// 100 TB/s (two orders beyond NVLink 5), and no latency beyond a second.
+constexpr QuantityRange kLinkBandwidth{1.25e5, 1e14};
+constexpr QuantityRange kLinkLatency{0, 1.0};
+
 void parse_cluster(const nlohmann::json& j, ClusterSpec& c, Diagnostics& diag) {
   ObjectReader r(j, "/cluster", diag, {"gpu", "nodes", "gpus_per_node", "intra_node", "inter_node"});
   if (!r.valid()) return;
@@ -219,10 +224,8 @@ void parse_cluster(const nlohmann::json& j, ClusterSpec& c, Diagnostics& diag) {
   if (const auto* intra = r.object("intra_node", false)) {
     ObjectReader ir(*intra, "/cluster/intra_node", diag, {"fabric", "bandwidth", "latency"});
     c.intra_node.fabric = read_enum(ir, "fabric", fabric_names, false).value_or(Fabric::nvswitch);
-    c.intra_node.bandwidth = ir.quantity("bandwidth", Dimension::bandwidth, false);
-    c.intra_node.latency = ir.quantity("latency", Dimension::time, false);
-    if (c.intra_node.bandwidth && *c.intra_node.bandwidth <= 0)
-      diag.error(ir.path("bandwidth"), "bandwidth must be > 0");
+    c.intra_node.bandwidth = ir.quantity("bandwidth", Dimension::bandwidth, false, kLinkBandwidth);
+    c.intra_node.latency = ir.quantity("latency", Dimension::time, false, kLinkLatency);
   }
   if (const auto* inter = r.object("inter_node", false)) {
     ObjectReader nr(*inter, "/cluster/inter_node", diag,
@@ -230,10 +233,9 @@ void parse_cluster(const nlohmann::json& j, ClusterSpec& c, Diagnostics& diag) {
     InterNodeSpec s;
     s.topology = read_enum(nr, "topology", topology_names, false).value_or(Topology::fat_tree);
     assign(s.nics_per_node, nr.integer("nics_per_node", 1, 1024));
-    assign(s.nic_bandwidth, nr.quantity("nic_bandwidth", Dimension::bandwidth));
-    assign(s.latency, nr.quantity("latency", Dimension::time));
+    assign(s.nic_bandwidth, nr.quantity("nic_bandwidth", Dimension::bandwidth, true, kLinkBandwidth));
+    assign(s.latency, nr.quantity("latency", Dimension::time, true, kLinkLatency));
     s.oversubscription = nr.number("oversubscription", 1.0, 1000.0, false).value_or(1.0);
-    if (nr.has("nic_bandwidth") && s.nic_bandwidth <= 0) diag.error(nr.path("nic_bandwidth"), "bandwidth must be > 0");
     c.inter_node = s;
   } else if (c.nodes > 1) {
     diag.error("/cluster/inter_node", fmt::format("required when nodes > 1 (nodes is {})", c.nodes));
@@ -274,6 +276,10 @@ void parse_simulation(const nlohmann::json& j, SimulationSpec& s, Diagnostics& d
 }
 
 }  // namespace
+
+std::int64_t pipeline_blocks(const ModelSpec& m) {
+  return m.family == ModelFamily::wresnet ? (m.depth - 2) / 3 : m.layers;
+}
 
 // Rules that tie sections together. Each message names the field to change.
 void check_consistency(const Scenario& s, Diagnostics& diag) {
@@ -317,6 +323,13 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     if (m.ffn_hidden % p.tp != 0)
       diag.error("/plan/tp", fmt::format("ffn_hidden ({}) must be divisible by tp ({})", m.ffn_hidden, p.tp));
   }
+  if (!transformer && m.depth && p.schedule == Schedule::interleaved && p.pp >= 1 && p.virtual_stages >= 2 &&
+      pipeline_blocks(m) % (p.pp * p.virtual_stages) != 0)
+    // The rules module splits unevenly only without interleaving; validate must refuse
+    // what run and simulate cannot cost (they threw "internal error" here).
+    diag.error("/plan/pp", fmt::format("a wresnet of depth {} has {} bottleneck blocks, which the interleaved schedule "
+                                       "must divide by pp*virtual_stages = {}*{} = {}",
+                                       m.depth, pipeline_blocks(m), p.pp, p.virtual_stages, p.pp * p.virtual_stages));
   if (!transformer) {
     if (p.tp != 1)
       diag.error("/plan/tp", "tensor parallelism of a wresnet is not a manual plan; use tp 1 (pipeline and data parallel work)");

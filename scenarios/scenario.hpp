@@ -155,6 +155,10 @@ Scenario load_scenario(const std::string& file);
 // over stages, tp divides heads...). parse_scenario runs them; the plan enumerator
 // reuses them so that "valid" means one thing.
 void check_consistency(const Scenario& s, Diagnostics& diag);
+// The blocks a pipeline splits into stages: a transformer's layers, a bottleneck
+// ResNet's bottleneck blocks (depth = 3 x blocks + 2). The model graphs' `layers` are
+// exactly these (tests/core/test_input_rules.cpp holds the two together).
+std::int64_t pipeline_blocks(const ModelSpec& m);
 // The scenario built into the binary (data/scenarios/default.json).
 Scenario default_scenario();
 std::string_view default_scenario_text();

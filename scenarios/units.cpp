@@ -59,6 +59,31 @@ std::optional<double> factor_for(Dimension dim, std::string_view suffix) {
   return std::nullopt;
 }
 
+// Length of the decimal number at the start of `s` ("-1.5e3" of "-1.5e3GBps"), 0 when
+// there is none: sign, digits, an optional fraction and an optional exponent.
+std::size_t decimal_length(std::string_view s) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i - from;
+  };
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  std::size_t mantissa = digits();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return 0;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    const std::size_t before = i;
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) i = before;  // "2e" is not an exponent: leave it to the unit
+  }
+  return i;
+}
+
 std::string trim(std::string_view s) {
   std::size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
@@ -93,9 +118,19 @@ std::string_view unit_examples(Dimension dim) {
 std::optional<double> parse_quantity(std::string_view text, Dimension dim, std::string* error) {
   const std::string s = trim(text);
   const char* begin = s.c_str();
+  // Only a plain decimal number: strtod alone would also take hex ("0x10Gbps"), "inf"
+  // and "nan", none of which a person means in a scenario.
+  const std::size_t length = decimal_length(s);
   char* end = nullptr;
-  const double value = std::strtod(begin, &end);
-  if (end == begin) {
+  const double value = length == 0 ? 0.0 : std::strtod(begin, &end);
+  if (length > 0 && end != begin + length) {
+    if (error)
+      *error = fmt::format("\"{}\" is not a decimal number followed by a unit (hexadecimal and other forms are "
+                           "not accepted); write it like {}",
+                           s, unit_examples(dim));
+    return std::nullopt;
+  }
+  if (length == 0) {
     if (error)
       *error = fmt::format("expected {} like a number followed by a unit ({}), got \"{}\"",
                            dimension_name(dim), unit_examples(dim), s);
@@ -114,11 +149,22 @@ std::optional<double> parse_quantity(std::string_view text, Dimension dim, std::
                            dimension_name(dim), unit_examples(dim));
     return std::nullopt;
   }
-  if (!std::isfinite(value) || value < 0) {
+  const double si = value * *factor;
+  if (!std::isfinite(si) || si < 0) {
     if (error) *error = fmt::format("expected a finite value >= 0, got \"{}\"", s);
     return std::nullopt;
   }
-  return value * *factor;
+  return si;
+}
+
+std::string format_quantity(double si, Dimension dim) {
+  switch (dim) {
+    case Dimension::time: return format_seconds(si);
+    case Dimension::bytes: return format_bytes(si);
+    case Dimension::bandwidth: return format_bandwidth(si);
+    case Dimension::flop_rate: return format_flop_rate(si);
+  }
+  return fmt::format("{}", si);
 }
 
 namespace {

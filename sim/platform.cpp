@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 #include <simgrid/s4u.hpp>
 
@@ -169,7 +170,14 @@ Platform build_platform(const ClusterModel& cluster) {
 }
 
 Platform load_platform_file(const std::string& file, const ClusterModel& c, bool switched_nodes) {
-  sg4::Engine::get_instance()->load_platform(file);
+  // SimGrid reports a missing or malformed file as its own exception, which would read
+  // as an internal error: the file is the user's, so say which one and why.
+  if (!std::ifstream(file)) throw InputError(file, "", "cannot open the platform file (does it exist and is it readable?)");
+  try {
+    sg4::Engine::get_instance()->load_platform(file);
+  } catch (const std::exception& e) {
+    throw InputError(file, "", fmt::format("not a valid SimGrid platform file: {}", e.what()));
+  }
   Platform p;
   p.gpus_per_node = c.gpus_per_node;
   p.switched_nodes = switched_nodes;

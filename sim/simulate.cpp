@@ -1,10 +1,12 @@
 #include "sim/simulate.hpp"
 
 #include <fmt/format.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <ctime>
 #include <functional>
@@ -29,9 +31,14 @@ nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe() failed");
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork() failed");
   if (pid == 0) {
+    // The child dies with its parent: a SIGTERM or SIGKILL of `clustersim simulate`
+    // left the replay running as an orphan for as long as it lasted (tens of minutes).
+    // A parent that died between fork() and prctl() is seen through getppid().
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
     close(fds[0]);
     std::string out;
     try {
@@ -254,6 +261,15 @@ SimulationResult simulate(const Scenario& s, const SimulateOptions& o) {
     return simulate(*r.manual, o);
   }
   Diagnostics diag(s.source);
+  // The replay schedules every micro-batch of every stage as events: 4 billion of them
+  // ran without a word for days. The estimator (`run`) has no such limit.
+  const std::int64_t micro_batches = s.plan.micro_batches(s.training);
+  if (micro_batches > kMaxSimulatedMicroBatches)
+    diag.error("/training/global_batch",
+               fmt::format("the simulator replays every micro-batch, and global_batch / (dp x micro_batch) = {} / ({} x "
+                           "{}) = {} is more than it takes ({}): use `clustersim run`, or a larger micro_batch",
+                           s.training.global_batch, s.plan.dp, s.training.micro_batch, micro_batches,
+                           kMaxSimulatedMicroBatches));
   const std::string& algo = s.simulation.collectives;
   if (algo != "auto" && !find_collective_algorithm(algo))
     diag.error("/simulation/collectives", fmt::format("unknown collective algorithm \"{}\" (see simulate --list-collectives)", algo));

@@ -17,6 +17,9 @@
 
 namespace clustersim::sim {
 
+// Micro-batches per data-parallel replica the replay accepts (each is thousands of events).
+inline constexpr std::int64_t kMaxSimulatedMicroBatches = 100000;
+
 struct SimulateOptions {
   std::string trace_file;     // Chrome/Perfetto trace; empty: none
   std::string platform_file;  // SimGrid platform to use instead of the one built from the scenario

@@ -1,5 +1,6 @@
 #include "sim/trace.hpp"
 
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <set>
 #include <stdexcept>
 #include <tuple>
+
+#include "scenarios/output_file.hpp"
 
 namespace clustersim::sim {
 namespace {
@@ -46,8 +49,7 @@ nlohmann::json Trace::timeline(std::int64_t max_gpus) const {
 
 void Trace::write(const std::string& file) const {
   const auto sorted = this->sorted();
-  std::ofstream out(file);
-  if (!out) throw std::runtime_error(fmt::format("cannot write trace file {}", file));
+  OutputFile out(file);
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   const auto emit = [&](const nlohmann::json& ev) {
@@ -67,6 +69,7 @@ void Trace::write(const std::string& file) const {
     emit({{"ph", "X"}, {"name", s.name}, {"cat", stream_name(s.stream)}, {"pid", s.gpu},
           {"tid", static_cast<int>(s.stream)}, {"ts", s.start * 1e6}, {"dur", (s.end - s.start) * 1e6}});
   out << "\n]}\n";
+  out.close();
 }
 
 }  // namespace clustersim::sim

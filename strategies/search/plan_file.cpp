@@ -50,7 +50,8 @@ SearchPlan plan_from_json(const nlohmann::json& doc, const std::string& file) {
   (void)r.integer("version", 1, 1);
   p.method = r.choice("method", {"alpa", "manual"}).value_or("alpa");
   p.samples_per_micro_batch = r.integer("samples_per_micro_batch", 1, INT64_MAX).value_or(1);
-  p.micro_batches = r.integer("micro_batches", 1, INT64_MAX, false).value_or(0);
+  // At most a scenario's largest global batch (2^32 samples), one sample each.
+  p.micro_batches = r.integer("micro_batches", 1, std::int64_t{1} << 32, false).value_or(0);
   // What the file recorded; evaluate_plan recomputes both.
   p.iteration_time = r.number("objective_s", 0, INFINITY, false).value_or(r.number("iteration_time_s", 0, INFINITY, false).value_or(0));
   if (const auto* m = r.object("manual", false)) {

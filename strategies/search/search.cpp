@@ -26,6 +26,11 @@ SearchPlan evaluate(SearchContext& ctx, const SearchPlan& plan, const std::strin
                      fmt::format("expected a divisor of the scenario's global batch ({}), got {}", s.training.global_batch,
                                  plan.samples_per_micro_batch));
   const i64 B = s.training.global_batch / plan.samples_per_micro_batch;
+  // The file's count was once ignored (2^62 passed): it must be the one the scenario gives.
+  if (plan.micro_batches != 0 && plan.micro_batches != B)
+    throw InputError(file, "/micro_batches",
+                     fmt::format("expected {} (the scenario's global batch {} / {} samples per micro-batch), got {}", B,
+                                 s.training.global_batch, plan.samples_per_micro_batch, plan.micro_batches));
   const bool manual = plan.method == "manual";
   if (manual && plan.schedule != "1f1b" && plan.schedule != "gpipe")
     throw InputError(file, "/manual/schedule", fmt::format("expected one of 1f1b | gpipe, got \"{}\"", plan.schedule));

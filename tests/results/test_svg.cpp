@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "results/svg.hpp"
 
@@ -72,4 +73,18 @@ TEST_CASE("a Gantt chart puts one bar per event in its GPU's row at its times", 
   std::snprintf(expect_w, sizeof expect_w, "width=\"%.2f\"", w);
   INFO("expected a bar at " << expect_x << " " << expect_w);
   CHECK_THAT(svg, Catch::Contains(std::string(expect_x)) && Catch::Contains(std::string(expect_w)));
+}
+
+TEST_CASE("points with an infinite or NaN coordinate are left out, not drawn or crashed on", "[svg]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(nice_ticks(0, inf).size() == 1);
+  CHECK(nice_ticks(-inf, inf).size() == 1);
+  const std::vector<Series> series{{"a", {{1, 2}, {2, inf}, {3, 4}, {nan, 1}}}, {"b", {{1, inf}}}};
+  for (const std::string& svg : {line_chart({"t", "x", "y"}, series), line_chart({"t", "x", "y"}, series, true),
+                                 scatter_chart({"t", "x", "y"}, series, true)}) {
+    CHECK_THAT(svg, Catch::EndsWith("</svg>\n") && !Catch::Contains("inf") && !Catch::Contains("nan"));
+    std::size_t circles = 0;
+    for (auto pos = svg.find("<circle"); pos != std::string::npos; pos = svg.find("<circle", pos + 1)) ++circles;
+    CHECK(circles == 2);
+  }
 }
