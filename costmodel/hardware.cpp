@@ -2,6 +2,7 @@
 #include "costmodel/hardware.hpp"
 
 #include <cmath>
+#include <map>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -435,16 +436,42 @@ GpuProfile resolve_transfer(GpuProfile p, const std::string& file, int depth) {
   return transfer_profile(*ref, p);
 }
 
-std::optional<GpuProfile> load_gpu_profile(const std::string& name_or_path, int depth) {
-  for (const auto& f : embedded_profiles()) {
-    if (f.name == name_or_path + ".json") {
+// The built-in profiles, parsed and transferred once: every estimator asks for its GPU,
+// and a sweep makes thousands of estimators.
+const std::map<std::string, GpuProfile>& builtin_profiles() {
+  static const std::map<std::string, GpuProfile> profiles = [] {
+    std::map<std::string, std::pair<GpuProfile, std::string>> raw;
+    for (const auto& f : embedded_profiles()) {
       const std::string file = fmt::format("<built-in profile {}>", f.name);
       Diagnostics diag(file);
       auto p = parse_gpu_profile(parse_json_text(f.text, file), diag);
       diag.throw_if_errors();
-      return resolve_transfer(std::move(p), file, depth);
+      std::string n(f.name);
+      raw.emplace(n.substr(0, n.size() - 5), std::pair{std::move(p), file});  // strip ".json"
     }
-  }
+    std::map<std::string, GpuProfile> out;
+    for (const auto& [name, entry] : raw) {
+      const auto& [p, file] = entry;
+      if (!p.transfer.present() || p.calibration.present()) {
+        out.emplace(name, p);
+        continue;
+      }
+      const auto ref = raw.find(p.transfer.from);
+      if (ref == raw.end())
+        throw InputError(file, "/transfer/from", fmt::format("no built-in GPU profile \"{}\"", p.transfer.from));
+      if (ref->second.first.status != "calibrated")
+        throw InputError(file, "/transfer/from",
+                         fmt::format("\"{}\" is not calibrated: a transfer needs a measured reference", p.transfer.from));
+      out.emplace(name, transfer_profile(ref->second.first, p));
+    }
+    return out;
+  }();
+  return profiles;
+}
+
+std::optional<GpuProfile> load_gpu_profile(const std::string& name_or_path, int depth) {
+  const auto& builtin = builtin_profiles();
+  if (const auto it = builtin.find(name_or_path); it != builtin.end()) return it->second;
   std::error_code ec;
   if (std::filesystem::is_regular_file(name_or_path, ec)) {
     Diagnostics diag(name_or_path);
