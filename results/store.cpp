@@ -14,6 +14,7 @@
 #include <map>
 #include <variant>
 
+#include "results/json_text.hpp"
 #include "scenarios/diagnostics.hpp"
 
 namespace clustersim::results {
@@ -368,7 +369,7 @@ void Database::rollback() {
 ScenarioText scenario_text(const nlohmann::json& canonical) {
   ScenarioText t;
   if (!canonical.is_object()) {
-    t.json = canonical.dump();
+    t.json = dump(canonical);
     t.hash = fnv1a64_hex(t.json);
     return t;
   }
@@ -380,10 +381,10 @@ ScenarioText scenario_text(const nlohmann::json& canonical) {
   for (auto it = canonical.begin(); it != canonical.end(); ++it) {
     if (t.json.size() > 1) t.json += ',';
     const std::size_t key_begin = t.json.size();
-    t.json += nlohmann::json(it.key()).dump();
+    append_string(t.json, it.key());
     t.json += ':';
     const std::size_t begin = t.json.size();
-    t.json += it.value().dump();
+    append_dump(t.json, it.value());
     t.spans.push_back({it.key(), {begin, t.json.size()}});
     if (it.key() == "name" || it.key() == "description") continue;
     if (hashed.size() > 1) hashed += ',';
@@ -403,7 +404,7 @@ std::string_view ScenarioText::section(std::string_view key) const {
 
 RunRow run_row(const RunRecord& r) { return run_row(r, scenario_text(r.scenario)); }
 
-RunRow run_row(const RunRecord& r, ScenarioText text) {
+RunRow run_row(const RunRecord& r, ScenarioText text, const std::string* hardware_provenance_json) {
   RunRow row;
   row.method = r.method;
   const auto& c = r.scenario;
@@ -415,21 +416,21 @@ RunRow run_row(const RunRecord& r, ScenarioText text) {
   row.gpu = cluster.at("gpu").get<std::string>();
   row.gpus = cluster.at("nodes").get<std::int64_t>() * cluster.at("gpus_per_node").get<std::int64_t>();
   const auto& res = r.result;
-  row.plan_json = (res.contains("plan") ? res["plan"] : c.at("plan")).dump();
+  row.plan_json = dump(res.contains("plan") ? res["plan"] : c.at("plan"));
   row.hardware_name = r.hardware.name;
   row.hardware_status = r.hardware.status;
-  row.hardware_provenance_json = r.hardware.provenance.dump();
+  row.hardware_provenance_json = hardware_provenance_json ? *hardware_provenance_json : dump(r.hardware.provenance);
   row.sweep_id = r.sweep_id;
   row.point_index = r.point_index;
-  if (!r.axes.is_null()) row.axes_json = r.axes.dump();
+  if (!r.axes.is_null()) row.axes_json = dump(r.axes);
   for (std::size_t i = 0; i < RunRow::figure_keys.size(); ++i)
     if (auto it = res.find(RunRow::figure_keys[i]); it != res.end() && it->is_number()) row.figures[i] = it->get<double>();
   if (auto it = res.find("fits"); it != res.end() && it->is_boolean()) row.fits = it->get<bool>() ? 1 : 0;
-  row.result_json = res.dump();
+  row.result_json = dump(res);
   row.tool_version = r.provenance.tool_version;
   row.git_revision = r.provenance.git_revision;
   if (!r.provenance.simgrid_version.empty()) row.simgrid_version = r.provenance.simgrid_version;
-  if (!r.provenance.simgrid_config.is_null()) row.simgrid_config_json = r.provenance.simgrid_config.dump();
+  if (!r.provenance.simgrid_config.is_null()) row.simgrid_config_json = dump(r.provenance.simgrid_config);
   return row;
 }
 

@@ -90,9 +90,10 @@ struct RunRow {
   std::string result_json, tool_version, git_revision;
   std::optional<std::string> simgrid_version, simgrid_config_json;
 };
-// The row of a record; `text` when the caller already serialised the scenario.
+// The row of a record; `text` when the caller already serialised the scenario, and
+// `hardware_provenance_json` the hardware's provenance (the same for every point).
 RunRow run_row(const RunRecord& r);
-RunRow run_row(const RunRecord& r, ScenarioText text);
+RunRow run_row(const RunRecord& r, ScenarioText text, const std::string* hardware_provenance_json = nullptr);
 
 struct MeasuredRecord {
   std::string name, source, file;

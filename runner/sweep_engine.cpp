@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "results/json_text.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
 #include "strategies/estimator.hpp"
@@ -34,6 +35,15 @@ const Estimator& EstimatorCache::get(const Scenario& s, const results::ScenarioT
   return *cache_.emplace(std::move(key), std::make_unique<Estimator>(make_estimator(s))).first->second;
 }
 
+const std::string& EstimatorCache::provenance_json(const results::HardwareRecord& h) {
+  auto& [provenance, text] = provenance_[h.name + '\n' + h.status];
+  if (text.empty() || provenance != h.provenance) {
+    provenance = h.provenance;
+    text = results::dump(h.provenance);
+  }
+  return text;
+}
+
 Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, EstimatorCache& cache) {
   Outcome o;
   o.index = index;
@@ -41,8 +51,8 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
   Diagnostics diag(fmt::format("{} (point {})", spec.file, index));
   const Scenario s = parse_scenario(p.doc, diag);
   auto failed = [&](std::string error, Outcome::Kind kind) {
-    o.key = results::fnv1a64_hex(p.doc.dump());
-    o.axes_json = p.axes.dump();
+    o.key = results::fnv1a64_hex(results::dump(p.doc));
+    o.axes_json = results::dump(p.axes);
     o.error = std::move(error);
     o.kind = done.count(o.key) ? Outcome::Kind::already_done : kind;
     return std::move(o);
@@ -55,7 +65,7 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
     return failed(std::move(error), Outcome::Kind::failed);
   };
   if (!diag.ok()) return invalid(join_problems(diag.problems()));
-  const nlohmann::json canonical = to_json(s);
+  nlohmann::json canonical = to_json(s);
   results::ScenarioText text = results::scenario_text(canonical);
   o.key = text.hash;
   if (done.count(o.key)) {
@@ -70,10 +80,10 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
     result["tool"] = tool_json(spec.method);
     result["tool"]["gpu_profile"] = est.cluster().gpu.name;
     result["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
-    results::RunRecord record = make_run_record(s, canonical, std::move(result), spec.method);
+    results::RunRecord record = make_run_record(s, std::move(canonical), std::move(result), spec.method);
     record.point_index = static_cast<std::int64_t>(index);
     record.axes = p.axes;
-    o.row = results::run_row(record, std::move(text));
+    o.row = results::run_row(record, std::move(text), &cache.provenance_json(record.hardware));
     o.kind = Outcome::Kind::stored;
   } catch (const InputError& e) {
     return invalid(e.what());

@@ -41,9 +41,12 @@ class EstimatorCache {
   EstimatorCache();
   ~EstimatorCache();
   const Estimator& get(const Scenario& s, const results::ScenarioText& text);
+  // The hardware profile's provenance, serialised once per profile.
+  const std::string& provenance_json(const results::HardwareRecord& h);
 
  private:
   std::map<std::string, std::unique_ptr<Estimator>, std::less<>> cache_;
+  std::map<std::string, std::pair<nlohmann::json, std::string>, std::less<>> provenance_;
 };
 
 // Keys of the points already stored or recorded as failed (Database::done_points).
