@@ -7,6 +7,8 @@
 #include "results/json_text.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
+#include "sim/simgrid_info.hpp"
+#include "sim/simulate.hpp"
 #include "strategies/estimator.hpp"
 #include "strategies/resolved_plan.hpp"
 
@@ -75,11 +77,23 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
   try {
     // A point whose plan is {"search": ...} or {"file": ...} is resolved first (the
     // estimator alone would evaluate the default knobs).
-    const Estimator& est = cache.get(s, text);
-    nlohmann::json result = to_json(s.plan.searched() ? predict_scenario(s) : est.estimate(s.plan));
-    result["tool"] = tool_json(spec.method);
-    result["tool"]["gpu_profile"] = est.cluster().gpu.name;
-    result["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
+    nlohmann::json result;
+    if (spec.method == "simulated") {
+      // What `simulate --db` stores (cli/cmd_simulate.cpp); the replay runs in a forked
+      // child, so a crash of one point is recorded as its failure.
+      const sim::SimulationResult r = sim::simulate(s);
+      result = sim::to_json(r);
+      result["tool"] = tool_json("simgrid");
+      result["tool"]["simgrid_version"] = sim::simgrid_version();
+      result["tool"]["network_model"] = r.simulator["network_model"];
+      result["tool"]["simgrid_config"] = r.simulator["network_model"];
+    } else {
+      const Estimator& est = cache.get(s, text);
+      result = to_json(s.plan.searched() ? predict_scenario(s) : est.estimate(s.plan));
+      result["tool"] = tool_json(spec.method);
+      result["tool"]["gpu_profile"] = est.cluster().gpu.name;
+      result["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
+    }
     results::RunRecord record = make_run_record(s, std::move(canonical), std::move(result), spec.method);
     record.point_index = static_cast<std::int64_t>(index);
     record.axes = p.axes;
