@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <memory>
 
@@ -136,7 +137,7 @@ int sweep_mpi(const SweepOptions& o, const runner::MpiSession& mpi) {
     const StopOnSignals stop_on_signals;
     r = runner::run_sweep_mpi(mpi, o.file, run);
   }
-  if (!r.root) return r.exit_code;
+  if (!r.root) return 0;  // rank 0 reports and sets the job's exit code
   return print_summary(r.spec, r.summary, o.db, true);
 }
 
@@ -151,6 +152,13 @@ int sweep(const SweepOptions& o) {
     }
     mpi = std::make_unique<runner::MpiSession>();
     if (mpi->size() > 1) return sweep_mpi(o, *mpi);
+  }
+  // srun without an MPI plugin starts independent copies that would all write the
+  // database: refuse rather than race.
+  if (const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS"); tasks && std::atoi(tasks) > 1) {
+    fmt::print(stderr, "sweep: srun started {} tasks but MPI sees a single rank; use srun --mpi=pmix (or pmi2), "
+                       "or mpirun inside the allocation\n", tasks);
+    return 2;
   }
   const SweepSpec spec = load_sweep(o.file);
   Progress progress(spec.point_count(), !o.quiet);

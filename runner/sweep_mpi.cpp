@@ -308,10 +308,7 @@ MpiSweepResult run_worker(const std::string& sweep_file, const SweepOptions& opt
   MpiSweepResult out;
   Header header;
   MPI_Bcast(&header, sizeof header, MPI_BYTE, 0, MPI_COMM_WORLD);
-  if (header.status != 0) {
-    out.exit_code = header.status;  // rank 0 reports its failure
-    return out;
-  }
+  if (header.status != 0) return out;  // rank 0 reports its failure
   std::string done_bytes;
   bcast_bytes(done_bytes, header.done_bytes);
   const detail::DoneKeys done = detail::unpack_keys(done_bytes);
@@ -322,8 +319,7 @@ MpiSweepResult run_worker(const std::string& sweep_file, const SweepOptions& opt
     if (sweep_hash(spec) != header.sweep_hash)
       throw InputError(sweep_file, "", "this rank's copy of the sweep differs from rank 0's (base or axes)");
   } catch (const std::exception& e) {
-    send_bytes(e.what(), 0, tag_error);
-    out.exit_code = 1;
+    send_bytes(e.what(), 0, tag_error);  // rank 0 reports it and fails the job
     return out;
   }
   SweepSummary& sum = out.summary;

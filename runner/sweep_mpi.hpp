@@ -48,12 +48,12 @@ struct MpiSweepResult {
   bool root = false;     // rank 0: `spec` and `summary` are the sweep's
   SweepSpec spec;        // rank 0 only
   SweepSummary summary;  // rank 0: as run_sweep's, with jobs = worker ranks; a worker: its own counts
-  int exit_code = 0;     // a worker: nonzero when the sweep failed (rank 0 throws, and prints)
 };
 
 // Runs the sweep file `sweep_file` on every rank of `mpi` (size >= 2). On rank 0 it
-// throws as run_sweep does (a worker's failure to read the sweep file included); on
-// the others it throws nothing and says in exit_code whether the sweep failed.
+// throws as run_sweep does (a worker's failure to read the sweep file included); the
+// others throw nothing and should exit 0 even then: mpirun aborts the whole job when a
+// rank exits nonzero, which could kill rank 0 before it has committed and reported.
 // options.jobs is ignored (one worker per rank); options.chunk caps the chunk size.
 MpiSweepResult run_sweep_mpi(const MpiSession& mpi, const std::string& sweep_file, const SweepOptions& options);
 
