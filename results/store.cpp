@@ -141,7 +141,9 @@ CREATE TABLE calibration_samples(
   created_utc TEXT NOT NULL);
 )sql"};
 
-using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string>;
+// A string_view is bound without a copy (SQLITE_STATIC): the caller keeps the text
+// alive until the statement has stepped (add_run's large documents).
+using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string, std::string_view>;
 
 class Statement {
  public:
@@ -161,6 +163,8 @@ class Statement {
       if (std::holds_alternative<std::nullptr_t>(v)) rc = sqlite3_bind_null(stmt_, i);
       else if (auto* n = std::get_if<std::int64_t>(&v)) rc = sqlite3_bind_int64(stmt_, i, *n);
       else if (auto* d = std::get_if<double>(&v)) rc = sqlite3_bind_double(stmt_, i, *d);
+      else if (auto* sv = std::get_if<std::string_view>(&v))
+        rc = sqlite3_bind_text(stmt_, i, sv->data(), static_cast<int>(sv->size()), SQLITE_STATIC);
       else {
         const auto& s = std::get<std::string>(v);
         rc = sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
@@ -231,14 +235,17 @@ struct Database::Impl {
   std::string file;
   // Prepared once per connection: a sweep inserts thousands of rows a second and
   // preparing the same SQL each time would cost more than the insert.
-  std::map<std::string, std::unique_ptr<Statement>> statements;
+  std::map<const char*, std::unique_ptr<Statement>> statements;
   // Ids of plans and hardware profiles this connection wrote or found (add_run).
   std::map<std::string, std::int64_t, std::less<>> plan_ids, hardware_ids;
   ~Impl() {
     statements.clear();
     sqlite3_close_v2(db);
   }
-  Statement& cached(const std::string& sql) {
+  // Keyed by the address of the SQL text (callers pass string literals): finding a
+  // statement costs no string building or comparison, which on a sweep's thousands of
+  // inserts a second showed in the profile.
+  Statement& cached(const char* sql) {
     auto& st = statements[sql];
     if (!st) st = std::make_unique<Statement>(db, sql);
     return *st;
@@ -269,7 +276,7 @@ struct Database::Impl {
     return st.step() ? st.text(0) : std::string();
   }
   // Inserts (ignoring a duplicate) and returns the id of the row with that unique key.
-  std::int64_t put(const std::string& insert, const std::string& select, std::initializer_list<Value> values,
+  std::int64_t put(const char* insert, const char* select, std::initializer_list<Value> values,
                    std::initializer_list<Value> key) {
     Statement& ins = cached(insert);
     ins.bind(values);
@@ -278,7 +285,7 @@ struct Database::Impl {
     if (sqlite3_changes(db) == 1) return sqlite3_last_insert_rowid(db);
     Statement& sel = cached(select);
     sel.bind(key);
-    if (!sel.step()) throw std::runtime_error("SQLite: row vanished after insert: " + select);
+    if (!sel.step()) throw std::runtime_error(std::string("SQLite: row vanished after insert: ") + select);
     const std::int64_t id = sel.int64(0);
     sel.reset();
     return id;
@@ -467,7 +474,8 @@ std::int64_t Database::add_run(const RunRow& r) {
   const std::int64_t scenario_id = impl_->put(
       "INSERT OR IGNORE INTO scenarios(hash, name, model_family, gpu, gpus, canonical_json) VALUES(?,?,?,?,?,?)",
       "SELECT id FROM scenarios WHERE hash = ?",
-      {r.scenario_hash, r.scenario_name, r.model_family, r.gpu, r.gpus, r.scenario_json}, {r.scenario_hash});
+      {r.scenario_hash, r.scenario_name, r.model_family, r.gpu, r.gpus, std::string_view(r.scenario_json)},
+      {r.scenario_hash});
   // A sweep stores thousands of runs on a handful of plans and one profile: their ids
   // are remembered (and forgotten on rollback, which may undo their insertion).
   auto& plan_id = impl_->plan_ids[r.plan_json];
@@ -493,7 +501,7 @@ std::int64_t Database::add_run(const RunRow& r) {
       " simgrid_config_json, created_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind({scenario_id, plan_id, hardware_id, opt(r.sweep_id), r.sweep_id ? Value(r.point_index) : Value(nullptr),
            opt(r.axes_json), r.method, opt(f[0]), opt(f[1]), opt(f[2]), opt(f[3]), opt(f[4]), opt(f[5]), opt(f[6]),
-           opt(r.fits), r.result_json, r.tool_version, r.git_revision, opt(r.simgrid_version),
+           opt(r.fits), std::string_view(r.result_json), r.tool_version, r.git_revision, opt(r.simgrid_version),
            opt(r.simgrid_config_json), utc_now()});
   st.step();
   st.reset();
