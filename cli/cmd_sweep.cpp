@@ -1,9 +1,9 @@
-// clustersim sweep FILE --db FILE [--jobs N]: evaluates every point of a sweep file with
-// the analytical estimator on N threads and stores each in the results database (the
-// engine is runner/sweep.hpp). Started by mpirun or srun with several ranks (or with
-// --mpi), it spreads the points over the ranks instead (runner/sweep_mpi.hpp); only
-// rank 0 prints. This file parses the arguments, turns SIGINT/SIGTERM into a stop
-// request and prints the progress and the summary.
+// clustersim sweep FILE --db FILE [--jobs N]: evaluates every point of a sweep file
+// (the estimator or the simulator, as the file says) on N threads and stores each in
+// the results database (the engine is runner/sweep.hpp). Started by mpirun or srun
+// with several ranks (or with --mpi), it spreads the points over the ranks instead
+// (runner/sweep_mpi.hpp); only rank 0 prints. This file parses the arguments, turns
+// SIGINT/SIGTERM into a stop request and prints the progress and the summary.
 #include <unistd.h>
 
 #include <atomic>

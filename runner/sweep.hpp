@@ -1,6 +1,6 @@
-// The sweep engine: evaluates every point of a sweep with the analytical estimator on N
-// threads and stores each in the results database (across MPI ranks and hosts:
-// runner/sweep_mpi.hpp; what both share: runner/sweep_engine.hpp).
+// The sweep engine: evaluates every point of a sweep (estimator or SimGrid replay, as
+// the sweep file says) on N threads and stores each in the results database (across
+// MPI ranks and hosts: runner/sweep_mpi.hpp; what both share: runner/sweep_engine.hpp).
 //
 // Workers only compute; one writer (the calling thread) stores outcomes in batched
 // transactions, so SQLite is never contended and a killed sweep loses at most the
