@@ -32,6 +32,7 @@ struct SweepOptions {
   bool quiet = false;
   bool mpi = false;        // --mpi: use MPI even when no launcher is recognised
   std::size_t chunk = 0;   // --chunk: most points per MPI request; 0: the default
+  std::size_t backlog = 0;  // --mpi-backlog (hidden): rank 0's limit of unstored outcomes
 };
 
 std::string format_duration(double s) {
@@ -113,6 +114,7 @@ runner::SweepOptions engine_options(const SweepOptions& o, Progress* progress) {
   run.db_file = o.db;
   run.jobs = o.jobs;
   run.chunk = o.chunk;
+  run.mpi_backlog = o.backlog;
   if (progress)
     run.progress = [progress](const runner::SweepProgress& p) { progress->update(p.handled, p.elapsed_s, p.final); };
   run.stop = &stop_signal;
@@ -183,6 +185,10 @@ const Registration sweep_command{
                    "ranks); rank 0 stores");
       sub.add_option("--chunk", o->chunk, "MPI: the most points handed to a rank at once (default 64)")
           ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+      // For tests (a backlog of 1 makes rank 0 hold back requests all the time) and tuning.
+      sub.add_option("--mpi-backlog", o->backlog, "MPI: outcomes waiting for the writer before rank 0 holds back work")
+          ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30))
+          ->group("");
       return [o] { return sweep(*o); };
     }};
 

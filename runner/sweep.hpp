@@ -36,6 +36,9 @@ struct SweepOptions {
   const std::atomic<int>* stop = nullptr;
   // MPI sweeps (run_sweep_mpi): the most points handed out at once; 0: 64.
   std::size_t chunk = 0;
+  // MPI sweeps: rank 0 hands out no more work while this many outcomes wait for the
+  // writer; 0: 20,000 (about 70 MB of analytical rows).
+  std::size_t mpi_backlog = 0;
 };
 
 struct SweepSummary {

@@ -132,8 +132,11 @@ class WriterThread {
   void push(std::vector<Outcome>&& batch) {
     std::lock_guard lock(mutex_);
     for (auto& x : batch) queue_.push_back(std::move(x));
+    backlog_.store(queue_.size());
     ready_.notify_one();
   }
+  // Outcomes received and not yet taken by the writer.
+  std::size_t backlog() const { return backlog_.load(); }
   bool failed() const { return failed_.load(); }
   // No more outcomes: commits, joins and rethrows the writer's failure.
   void finish() {
@@ -157,6 +160,7 @@ class WriterThread {
           std::unique_lock lock(mutex_);
           ready_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue_.empty() || closed_; });
           batch.swap(queue_);
+          backlog_.store(0);
           closed = closed_ && batch.empty();
         }
         if (closed) break;
@@ -179,6 +183,7 @@ class WriterThread {
   std::deque<Outcome> queue_;
   bool closed_ = false;
   std::atomic<bool> failed_{false};
+  std::atomic<std::size_t> backlog_{0};
   std::exception_ptr error_;
   std::thread thread_;  // last: starts once everything above exists
 };
@@ -236,10 +241,38 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
   auto stopping = [&] {
     return writer.failed() || own_error || !worker_error.empty() || (options.stop && options.stop->load() != 0);
   };
+  // Hands `src` its next chunk, or tells it to stop.
+  auto answer = [&](int src) {
+    Worker& w = state[static_cast<std::size_t>(src)];
+    Work work;
+    if (!stopping() && next < total) {
+      const std::size_t left = total - next;
+      const std::size_t guided = (left + 4 * static_cast<std::size_t>(workers) - 1) / (4 * static_cast<std::size_t>(workers));
+      work.first = next;
+      work.count = std::clamp<std::size_t>(guided, 1, max_chunk);
+      next += work.count;
+      ++w.in_flight;
+    } else {
+      w.told_to_stop = true;
+    }
+    MPI_Send(&work, sizeof work, MPI_BYTE, src, tag_work, MPI_COMM_WORLD);
+    if (w.told_to_stop && w.in_flight == 0 && w.requests_pending == 0 && !w.finished) {
+      w.finished = true;
+      --running;
+    }
+  };
+  // Requests held back while the writer is behind (many fast workers, one SQLite
+  // writer): the workers wait instead of this rank's memory growing without bound.
+  const std::size_t max_backlog = options.mpi_backlog ? options.mpi_backlog : 20000;
+  std::deque<int> deferred;
   std::string buffer;
   std::vector<Outcome> batch;
   auto idle = std::chrono::microseconds(0);
   while (running > 0) {
+    while (!deferred.empty() && (writer.backlog() < max_backlog || stopping())) {
+      answer(deferred.front());
+      deferred.pop_front();
+    }
     int arrived = 0;
     MPI_Status status;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &arrived, &status);
@@ -267,22 +300,8 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
     if (request_only) --w.requests_pending;
     else --w.in_flight;
     // Answer first, so that the worker's reserve is refilled while this rank stores.
-    Work work;
-    if (!stopping() && next < total) {
-      const std::size_t left = total - next;
-      const std::size_t guided = (left + 4 * static_cast<std::size_t>(workers) - 1) / (4 * static_cast<std::size_t>(workers));
-      work.first = next;
-      work.count = std::clamp<std::size_t>(guided, 1, max_chunk);
-      next += work.count;
-      ++w.in_flight;
-    } else {
-      w.told_to_stop = true;
-    }
-    MPI_Send(&work, sizeof work, MPI_BYTE, src, tag_work, MPI_COMM_WORLD);
-    if (w.told_to_stop && w.in_flight == 0 && w.requests_pending == 0 && !w.finished) {
-      w.finished = true;
-      --running;
-    }
+    if (writer.backlog() < max_backlog || stopping()) answer(src);
+    else deferred.push_back(src);
     if (!request_only && !own_error) {
       // Every worker must still be told to stop: a failure here ends the dispatch loop
       // only through stopping().

@@ -158,6 +158,15 @@ TEST_CASE("an MPI sweep stores the rows of a single-process sweep, and a rerun f
   CHECK(r.output.find("2 worker ranks") != std::string::npos);
   CHECK(stored_rows(many) == stored_rows(one));
 
+  // Rank 0 holding back requests whenever one outcome waits for the writer changes
+  // nothing either.
+  const fs::path held = temp("held.db");
+  const Run slow_writer =
+      shell(mpirun(3) + " sweep " + file.string() + " --db " + held.string() + " --quiet --chunk 2 --mpi-backlog 1");
+  INFO(slow_writer.output);
+  REQUIRE(slow_writer.code == 0);
+  CHECK(stored_rows(held) == stored_rows(one));
+
   const Run again = shell(mpirun(3) + " sweep " + file.string() + " --db " + many.string() + " --quiet");
   INFO(again.output);
   CHECK(again.code == 0);
