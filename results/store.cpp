@@ -21,6 +21,7 @@
 #include <thread>
 #include <variant>
 
+#include "results/json_text.hpp"
 #include "scenarios/diagnostics.hpp"
 
 namespace clustersim::results {
@@ -147,7 +148,9 @@ CREATE TABLE calibration_samples(
   created_utc TEXT NOT NULL);
 )sql"};
 
-using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string>;
+// A string_view is bound without a copy (SQLITE_STATIC): the caller keeps the text
+// alive until the statement has stepped (add_run's large documents).
+using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string, std::string_view>;
 
 // A failure of SQLite. What the user's machine caused (a full disk, a read-only file or
 // folder, an I/O error, a lock held too long by another process, a damaged file) is an
@@ -202,6 +205,8 @@ class Statement {
       if (std::holds_alternative<std::nullptr_t>(v)) rc = sqlite3_bind_null(stmt_, i);
       else if (auto* n = std::get_if<std::int64_t>(&v)) rc = sqlite3_bind_int64(stmt_, i, *n);
       else if (auto* d = std::get_if<double>(&v)) rc = sqlite3_bind_double(stmt_, i, *d);
+      else if (auto* sv = std::get_if<std::string_view>(&v))
+        rc = sqlite3_bind_text(stmt_, i, sv->data(), static_cast<int>(sv->size()), SQLITE_STATIC);
       else {
         const auto& s = std::get<std::string>(v);
         rc = sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
@@ -257,7 +262,6 @@ Value opt_string(const nlohmann::json& j, const char* key) {
     return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
   return nullptr;
 }
-Value opt_dump(const nlohmann::json& j) { return j.is_null() ? Value(nullptr) : Value(j.dump()); }
 
 bool has_sqlite_header(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
@@ -273,12 +277,17 @@ struct Database::Impl {
   std::string file;
   // Prepared once per connection: a sweep inserts thousands of rows a second and
   // preparing the same SQL each time would cost more than the insert.
-  std::map<std::string, std::unique_ptr<Statement>> statements;
+  std::map<const char*, std::unique_ptr<Statement>> statements;
+  // Ids of plans and hardware profiles this connection wrote or found (add_run).
+  std::map<std::string, std::int64_t, std::less<>> plan_ids, hardware_ids;
   ~Impl() {
     statements.clear();
     sqlite3_close_v2(db);
   }
-  Statement& cached(const std::string& sql) {
+  // Keyed by the address of the SQL text (callers pass string literals): finding a
+  // statement costs no string building or comparison, which on a sweep's thousands of
+  // inserts a second showed in the profile.
+  Statement& cached(const char* sql) {
     auto& st = statements[sql];
     if (!st) st = std::make_unique<Statement>(db, sql);
     return *st;
@@ -329,7 +338,7 @@ struct Database::Impl {
     if (db && !sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
   }
   // Inserts (ignoring a duplicate) and returns the id of the row with that unique key.
-  std::int64_t put(const std::string& insert, const std::string& select, std::initializer_list<Value> values,
+  std::int64_t put(const char* insert, const char* select, std::initializer_list<Value> values,
                    std::initializer_list<Value> key) {
     Statement& ins = cached(insert);
     ins.bind(values);
@@ -338,7 +347,7 @@ struct Database::Impl {
     if (sqlite3_changes(db) == 1) return sqlite3_last_insert_rowid(db);
     Statement& sel = cached(select);
     sel.bind(key);
-    if (!sel.step()) throw std::runtime_error("SQLite: row vanished after insert: " + select);
+    if (!sel.step()) throw std::runtime_error(std::string("SQLite: row vanished after insert: ") + select);
     const std::int64_t id = sel.int64(0);
     sel.reset();
     return id;
@@ -456,25 +465,78 @@ int Database::version() const { return static_cast<int>(impl_->scalar("PRAGMA us
 
 void Database::begin() { impl_->exec("BEGIN IMMEDIATE"); }
 void Database::commit() { impl_->exec("COMMIT"); }
-void Database::rollback() { impl_->rollback_quietly(); }
-
-void RunRecord::prepare() {
-  if (scenario_hash.empty()) scenario_hash = results::scenario_hash(scenario);
-  if (scenario_dump.empty()) scenario_dump = scenario.dump();
-  if (result_dump.empty()) result_dump = result.dump();
+void Database::rollback() {
+  impl_->plan_ids.clear();
+  impl_->hardware_ids.clear();
+  impl_->rollback_quietly();
 }
 
-void RunRecord::slim() {
-  prepare();
-  nlohmann::json small = nlohmann::json::object();
-  for (const char* k : {"iteration_time_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu", "model_tflops_per_gpu",
-                        "mfu", "memory_per_gpu_bytes", "fits", "plan"})
-    if (auto it = result.find(k); it != result.end()) small[k] = std::move(*it);
-  result = std::move(small);
-  nlohmann::json sc = nlohmann::json::object();
-  for (const char* k : {"name", "model", "cluster", "plan"})
-    if (auto it = scenario.find(k); it != scenario.end()) sc[k] = std::move(*it);
-  scenario = std::move(sc);
+ScenarioText scenario_text(const nlohmann::json& canonical) {
+  ScenarioText t;
+  if (!canonical.is_object()) {
+    t.json = dump(canonical);
+    t.hash = fnv1a64_hex(t.json);
+    return t;
+  }
+  // dump() of an object is '{' "key":value (',' "key":value)* '}' in key order; the
+  // hash leaves out name and description (scenario_hash), so both strings are built
+  // from the same pieces.
+  std::string hashed = "{";
+  t.json = "{";
+  for (auto it = canonical.begin(); it != canonical.end(); ++it) {
+    if (t.json.size() > 1) t.json += ',';
+    const std::size_t key_begin = t.json.size();
+    append_string(t.json, it.key());
+    t.json += ':';
+    const std::size_t begin = t.json.size();
+    append_dump(t.json, it.value());
+    t.spans.push_back({it.key(), {begin, t.json.size()}});
+    if (it.key() == "name" || it.key() == "description") continue;
+    if (hashed.size() > 1) hashed += ',';
+    hashed.append(t.json, key_begin, t.json.size() - key_begin);
+  }
+  t.json += '}';
+  hashed += '}';
+  t.hash = fnv1a64_hex(hashed);
+  return t;
+}
+
+std::string_view ScenarioText::section(std::string_view key) const {
+  for (const auto& [k, span] : spans)
+    if (k == key) return std::string_view(json).substr(span.first, span.second - span.first);
+  return {};
+}
+
+RunRow run_row(const RunRecord& r) { return run_row(r, scenario_text(r.scenario)); }
+
+RunRow run_row(const RunRecord& r, ScenarioText text, const std::string* hardware_provenance_json) {
+  RunRow row;
+  row.method = r.method;
+  const auto& c = r.scenario;
+  const auto& cluster = c.at("cluster");
+  row.scenario_hash = std::move(text.hash);
+  row.scenario_json = std::move(text.json);
+  row.scenario_name = c.value("name", std::string("unnamed"));
+  row.model_family = c.at("model").at("family").get<std::string>();
+  row.gpu = cluster.at("gpu").get<std::string>();
+  row.gpus = cluster.at("nodes").get<std::int64_t>() * cluster.at("gpus_per_node").get<std::int64_t>();
+  const auto& res = r.result;
+  row.plan_json = dump(res.contains("plan") ? res["plan"] : c.at("plan"));
+  row.hardware_name = r.hardware.name;
+  row.hardware_status = r.hardware.status;
+  row.hardware_provenance_json = hardware_provenance_json ? *hardware_provenance_json : dump(r.hardware.provenance);
+  row.sweep_id = r.sweep_id;
+  row.point_index = r.point_index;
+  if (!r.axes.is_null()) row.axes_json = dump(r.axes);
+  for (std::size_t i = 0; i < RunRow::figure_keys.size(); ++i)
+    if (auto it = res.find(RunRow::figure_keys[i]); it != res.end() && it->is_number()) row.figures[i] = it->get<double>();
+  if (auto it = res.find("fits"); it != res.end() && it->is_boolean()) row.fits = it->get<bool>() ? 1 : 0;
+  row.result_json = dump(res);
+  row.tool_version = r.provenance.tool_version;
+  row.git_revision = r.provenance.git_revision;
+  if (!r.provenance.simgrid_version.empty()) row.simgrid_version = r.provenance.simgrid_version;
+  if (!r.provenance.simgrid_config.is_null()) row.simgrid_config_json = dump(r.provenance.simgrid_config);
+  return row;
 }
 
 std::int64_t Database::put_scenario(const nlohmann::json& c) { return put_scenario(c, scenario_hash(c), c.dump()); }
@@ -504,29 +566,42 @@ std::int64_t Database::put_plan(const nlohmann::json& plan) {
                     {hash, dump}, {hash});
 }
 
-std::int64_t Database::add_run(const RunRecord& r) {
-  const std::int64_t scenario_id = r.scenario_hash.empty() || r.scenario_dump.empty()
-                                       ? put_scenario(r.scenario)
-                                       : put_scenario(r.scenario, r.scenario_hash, r.scenario_dump);
-  const std::int64_t plan_id = put_plan(r.result.contains("plan") ? r.result["plan"] : r.scenario.at("plan"));
-  const std::int64_t hardware_id = put_hardware(r.hardware);
-  const auto& res = r.result;
-  Value fits = nullptr;
-  if (res.contains("fits") && res["fits"].is_boolean()) fits = std::int64_t{res["fits"].get<bool>() ? 1 : 0};
+std::int64_t Database::add_run(const RunRecord& r) { return add_run(run_row(r)); }
+
+std::int64_t Database::add_run(const RunRow& r) {
+  const std::int64_t scenario_id = impl_->put(
+      "INSERT OR IGNORE INTO scenarios(hash, name, model_family, gpu, gpus, canonical_json) VALUES(?,?,?,?,?,?)",
+      "SELECT id FROM scenarios WHERE hash = ?",
+      {r.scenario_hash, r.scenario_name, r.model_family, r.gpu, r.gpus, std::string_view(r.scenario_json)},
+      {r.scenario_hash});
+  // A sweep stores thousands of runs on a handful of plans and one profile: their ids
+  // are remembered (and forgotten on rollback, which may undo their insertion).
+  auto& plan_id = impl_->plan_ids[r.plan_json];
+  if (!plan_id) {
+    const std::string hash = fnv1a64_hex(r.plan_json);
+    plan_id = impl_->put("INSERT OR IGNORE INTO plans(hash, plan_json) VALUES(?,?)",
+                         "SELECT id FROM plans WHERE hash = ?", {hash, r.plan_json}, {hash});
+  }
+  auto& hardware_id =
+      impl_->hardware_ids[r.hardware_name + '\n' + r.hardware_status + '\n' + r.hardware_provenance_json];
+  if (!hardware_id)
+    hardware_id = impl_->put(
+        "INSERT OR IGNORE INTO hardware_profiles(name, status, provenance_json) VALUES(?,?,?)",
+        "SELECT id FROM hardware_profiles WHERE name = ? AND status = ? AND provenance_json = ?",
+        {r.hardware_name, r.hardware_status, r.hardware_provenance_json},
+        {r.hardware_name, r.hardware_status, r.hardware_provenance_json});
+  auto opt = [](const auto& o) { return o ? Value(*o) : Value(nullptr); };
+  const auto& f = r.figures;
   Statement& st = impl_->cached(
-               "INSERT INTO simulated_runs(scenario_id, plan_id, hardware_id, sweep_id, point_index, axes_json, method,"
-               " iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, model_tflops_per_gpu, mfu,"
-               " memory_per_gpu_bytes, fits, result_json, tool_version, git_revision, simgrid_version,"
-               " simgrid_config_json, created_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-               " ON CONFLICT DO NOTHING");
-  st.bind({scenario_id, plan_id, hardware_id, r.sweep_id ? Value(*r.sweep_id) : Value(nullptr),
-           r.sweep_id ? Value(r.point_index) : Value(nullptr), opt_dump(r.axes), r.method,
-           opt_number(res, "iteration_time_s"), opt_number(res, "tokens_per_s"), opt_number(res, "samples_per_s"),
-           opt_number(res, "tflops_per_gpu"), opt_number(res, "model_tflops_per_gpu"), opt_number(res, "mfu"),
-           opt_number(res, "memory_per_gpu_bytes"), fits, r.result_dump.empty() ? res.dump() : r.result_dump, r.provenance.tool_version,
-           r.provenance.git_revision,
-           r.provenance.simgrid_version.empty() ? Value(nullptr) : Value(r.provenance.simgrid_version),
-           opt_dump(r.provenance.simgrid_config), utc_now()});
+      "INSERT INTO simulated_runs(scenario_id, plan_id, hardware_id, sweep_id, point_index, axes_json, method,"
+      " iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, model_tflops_per_gpu, mfu,"
+      " memory_per_gpu_bytes, fits, result_json, tool_version, git_revision, simgrid_version,"
+      " simgrid_config_json, created_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+      " ON CONFLICT DO NOTHING");
+  st.bind({scenario_id, plan_id, hardware_id, opt(r.sweep_id), r.sweep_id ? Value(r.point_index) : Value(nullptr),
+           opt(r.axes_json), r.method, opt(f[0]), opt(f[1]), opt(f[2]), opt(f[3]), opt(f[4]), opt(f[5]), opt(f[6]),
+           opt(r.fits), std::string_view(r.result_json), r.tool_version, r.git_revision, opt(r.simgrid_version),
+           opt(r.simgrid_config_json), utc_now()});
   st.step();
   st.reset();
   // Only a sweep point can conflict (one run per sweep, scenario and method): another

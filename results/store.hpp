@@ -6,6 +6,7 @@
 // SQLite file of another application, a corrupt file or one from a newer schema is an
 // InputError and the file is left byte for byte as it was.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -54,14 +55,45 @@ struct RunRecord {
   std::optional<std::int64_t> sweep_id;
   std::int64_t point_index = -1;
   nlohmann::json axes = nlohmann::json();  // the sweep axis values of this point
-  // Filled by prepare(): serialisation done by the producer (a sweep's worker
-  // threads) rather than by the single writer.
-  std::string scenario_hash, scenario_dump, result_dump;
-  void prepare();
-  // After prepare(): keeps only what add_run reads besides the dumps (the headline
-  // figures and the plan), so that the big documents are freed by the producer.
-  void slim();
 };
+
+// A canonical scenario serialised once: its dump() and its scenario_hash(), assembled
+// from one dump of each top-level value (a sweep needs both, and the sections, for
+// every point).
+struct ScenarioText {
+  std::string json;  // canonical.dump()
+  std::string hash;  // scenario_hash(canonical)
+  // The dump of one top-level value (a view into `json`); empty when absent.
+  std::string_view section(std::string_view key) const;
+  std::vector<std::pair<std::string, std::pair<std::size_t, std::size_t>>> spans;  // key -> [begin, end) in json
+};
+ScenarioText scenario_text(const nlohmann::json& canonical);
+
+// One run as the columns it is stored in, every document already serialised. A sweep's
+// workers build it, so that the single writer (a thread, or MPI rank 0 receiving it as
+// bytes) only binds and inserts.
+struct RunRow {
+  // The headline figures, in this order, as stored in their own columns.
+  static constexpr std::array<const char*, 7> figure_keys{
+      "iteration_time_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu",
+      "memory_per_gpu_bytes"};
+  std::string method;
+  std::string scenario_hash, scenario_name, model_family, gpu, scenario_json;
+  std::int64_t gpus = 0;
+  std::string plan_json;
+  std::string hardware_name, hardware_status, hardware_provenance_json;
+  std::optional<std::int64_t> sweep_id;
+  std::int64_t point_index = -1;
+  std::optional<std::string> axes_json;
+  std::array<std::optional<double>, figure_keys.size()> figures;
+  std::optional<std::int64_t> fits;  // 0 or 1
+  std::string result_json, tool_version, git_revision;
+  std::optional<std::string> simgrid_version, simgrid_config_json;
+};
+// The row of a record; `text` when the caller already serialised the scenario, and
+// `hardware_provenance_json` the hardware's provenance (the same for every point).
+RunRow run_row(const RunRecord& r);
+RunRow run_row(const RunRecord& r, ScenarioText text, const std::string* hardware_provenance_json = nullptr);
 
 struct MeasuredRecord {
   std::string name, source, file;
@@ -96,6 +128,7 @@ class Database {
   // The new run's id; 0 when a run of the same sweep point (sweep, scenario, method) is
   // already stored, by another process running the same sweep at the same time.
   std::int64_t add_run(const RunRecord& r);
+  std::int64_t add_run(const RunRow& r);
   // Idempotent on (scenario, source, name, date): a re-import returns the existing id.
   std::int64_t add_measured(const MeasuredRecord& m);
   // A sweep is identified by the hash of its expanded specification; a rerun of the

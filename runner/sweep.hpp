@@ -1,5 +1,6 @@
-// The sweep engine: evaluates every point of a sweep with the analytical estimator on N
-// threads and stores each in the results database.
+// The sweep engine: evaluates every point of a sweep (estimator or SimGrid replay, as
+// the sweep file says) on N threads and stores each in the results database (across
+// MPI ranks and hosts: runner/sweep_mpi.hpp; what both share: runner/sweep_engine.hpp).
 //
 // Workers only compute; one writer (the calling thread) stores outcomes in batched
 // transactions, so SQLite is never contended and a killed sweep loses at most the
@@ -33,6 +34,11 @@ struct SweepOptions {
   // When it becomes nonzero (a signal number, set by a signal handler) the workers stop
   // taking points; what was computed is stored and the summary carries the number.
   const std::atomic<int>* stop = nullptr;
+  // MPI sweeps (run_sweep_mpi): the most points handed out at once; 0: 64.
+  std::size_t chunk = 0;
+  // MPI sweeps: rank 0 hands out no more work while this many outcomes wait for the
+  // writer; 0: 20,000 (about 70 MB of analytical rows).
+  std::size_t mpi_backlog = 0;
 };
 
 struct SweepSummary {
@@ -44,7 +50,7 @@ struct SweepSummary {
   std::size_t skipped = 0;     // invalid points skipped (the sweep's skip_invalid rule)
   std::size_t already_done = 0;  // stored or failed by an earlier run of the same sweep
   std::size_t duplicates = 0;  // points whose scenario another point of this run stored
-  unsigned jobs = 0;           // worker threads used
+  unsigned jobs = 0;           // worker threads used (MPI: worker ranks)
   double seconds = 0;          // wall time of the evaluation
   int stopped_by = 0;          // the stop value that ended the sweep early; 0 when complete
 };

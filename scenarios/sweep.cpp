@@ -145,7 +145,7 @@ SweepSpec parse_sweep(const nlohmann::json& doc, const std::string& file, Diagno
   spec.name = r.string("name", false).value_or(std::filesystem::path(file).stem().string());
   spec.description = r.string("description", false).value_or("");
   spec.skip_invalid = r.boolean("skip_invalid", false).value_or(false);
-  spec.method = r.choice("method", {"analytical"}, false).value_or("analytical");
+  spec.method = r.choice("method", {"analytical", "simulated"}, false).value_or("analytical");
   if (const auto* base = r.get("base")) {
     if (base->is_object()) {
       spec.base = *base;

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libsimgrid-dev libboost-dev nlohmann-json3-dev libsqlite3-dev
   catch2 coinor-libcbc-dev libcli11-dev libfmt-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

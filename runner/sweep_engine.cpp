@@ -1,0 +1,300 @@
+#include "runner/sweep_engine.hpp"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "results/json_text.hpp"
+#include "runner/provenance.hpp"
+#include "runner/store.hpp"
+#include "sim/simgrid_info.hpp"
+#include "sim/simulate.hpp"
+#include "strategies/estimator.hpp"
+#include "strategies/resolved_plan.hpp"
+
+namespace clustersim::runner::detail {
+namespace {
+
+std::string join_problems(const std::vector<Problem>& ps) {
+  std::string out;
+  for (const auto& p : ps) {
+    if (!out.empty()) out += '\n';
+    out += p.to_string();
+  }
+  return out;
+}
+
+}  // namespace
+
+EstimatorCache::EstimatorCache() = default;
+EstimatorCache::~EstimatorCache() = default;
+
+const Estimator& EstimatorCache::get(const Scenario& s, const results::ScenarioText& text) {
+  std::string key;
+  for (const char* section : {"model", "training", "cluster"}) key.append(text.section(section)).push_back('\n');
+  if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
+  if (cache_.size() >= 64) cache_.clear();  // bounded: sweeps over models would grow it forever
+  return *cache_.emplace(std::move(key), std::make_unique<Estimator>(make_estimator(s))).first->second;
+}
+
+const std::string& EstimatorCache::provenance_json(const results::HardwareRecord& h) {
+  auto& [provenance, text] = provenance_[h.name + '\n' + h.status];
+  if (text.empty() || provenance != h.provenance) {
+    provenance = h.provenance;
+    text = results::dump(h.provenance);
+  }
+  return text;
+}
+
+Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, EstimatorCache& cache) {
+  Outcome o;
+  o.index = index;
+  const SweepPoint p = sweep_point(spec, index);
+  Diagnostics diag(fmt::format("{} (point {})", spec.file, index));
+  const Scenario s = parse_scenario(p.doc, diag);
+  auto failed = [&](std::string error, Outcome::Kind kind) {
+    o.key = results::fnv1a64_hex(results::dump(p.doc));
+    o.axes_json = results::dump(p.axes);
+    o.error = std::move(error);
+    o.kind = done.count(o.key) ? Outcome::Kind::already_done : kind;
+    return std::move(o);
+  };
+  auto invalid = [&](std::string error) {
+    if (spec.skip_invalid) {
+      o.kind = Outcome::Kind::invalid_skipped;
+      return std::move(o);
+    }
+    return failed(std::move(error), Outcome::Kind::failed);
+  };
+  if (!diag.ok()) return invalid(join_problems(diag.problems()));
+  nlohmann::json canonical = to_json(s);
+  results::ScenarioText text = results::scenario_text(canonical);
+  o.key = text.hash;
+  if (done.count(o.key)) {
+    o.kind = Outcome::Kind::already_done;
+    return o;
+  }
+  try {
+    // A point whose plan is {"search": ...} or {"file": ...} is resolved first (the
+    // estimator alone would evaluate the default knobs).
+    nlohmann::json result;
+    if (spec.method == "simulated") {
+      // What `simulate --db` stores (cli/cmd_simulate.cpp); the replay runs in a forked
+      // child, so a crash of one point is recorded as its failure.
+      const sim::SimulationResult r = sim::simulate(s);
+      result = sim::to_json(r);
+      result["tool"] = tool_json("simgrid");
+      result["tool"]["simgrid_version"] = sim::simgrid_version();
+      result["tool"]["network_model"] = r.simulator["network_model"];
+      result["tool"]["simgrid_config"] = r.simulator["network_model"];
+    } else {
+      const Estimator& est = cache.get(s, text);
+      result = to_json(s.plan.searched() ? predict_scenario(s) : est.estimate(s.plan));
+      result["tool"] = tool_json(spec.method);
+      result["tool"]["gpu_profile"] = est.cluster().gpu.name;
+      result["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
+    }
+    results::RunRecord record = make_run_record(s, std::move(canonical), std::move(result), spec.method);
+    record.point_index = static_cast<std::int64_t>(index);
+    record.axes = p.axes;
+    o.row = results::run_row(record, std::move(text), &cache.provenance_json(record.hardware));
+    o.kind = Outcome::Kind::stored;
+  } catch (const InputError& e) {
+    return invalid(e.what());
+  } catch (const std::exception& e) {
+    // An internal failure of one point is recorded with the point; the sweep goes on.
+    return failed(std::string("internal error: ") + e.what(), Outcome::Kind::failed);
+  }
+  return o;
+}
+
+SweepWriter::SweepWriter(results::Database& db, std::int64_t sweep_id, std::string method, SweepSummary& sum)
+    : db_(db), sweep_id_(sweep_id), method_(std::move(method)), sum_(sum) {}
+
+void SweepWriter::add(Outcome&& x) {
+  ++sum_.handled;
+  switch (x.kind) {
+    case Outcome::Kind::already_done: ++sum_.already_done; return;
+    case Outcome::Kind::invalid_skipped: ++sum_.skipped; return;
+    default: break;
+  }
+  if (!in_tx_) {
+    db_.begin();
+    in_tx_ = true;
+  }
+  if (x.kind == Outcome::Kind::failed) {
+    db_.add_failed_point(sweep_id_, static_cast<std::int64_t>(x.index), x.key, method_,
+                         nlohmann::json::parse(x.axes_json), x.error);
+    ++sum_.failed;
+  } else if (!stored_now_.insert(x.key).second) {
+    ++sum_.duplicates;
+  } else {
+    x.row->sweep_id = sweep_id_;
+    // 0: the same sweep, run at the same time by another process, stored it first.
+    if (db_.add_run(*x.row) == 0) ++sum_.already_done;
+    else ++sum_.stored;
+  }
+  ++since_commit_;
+}
+
+void SweepWriter::maybe_commit() {
+  if (since_commit_ >= 2000 ||
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_commit_).count() > 0.5)
+    commit();
+}
+
+void SweepWriter::commit() {
+  if (in_tx_) db_.commit();
+  in_tx_ = false;
+  since_commit_ = 0;
+  last_commit_ = std::chrono::steady_clock::now();
+}
+
+void SweepWriter::rollback() noexcept {
+  if (!in_tx_) return;
+  in_tx_ = false;
+  try {
+    db_.rollback();
+  } catch (...) {
+    // The connection is closed next; SQLite rolls back an open transaction then.
+  }
+}
+
+void tune_for_sweep(results::Database& db) {
+  // 64 MiB: a batch of 2,000 points is about 6 MB of new pages plus the indexes.
+  db.query("PRAGMA cache_size = -65536");
+}
+
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  template <class T>
+  void raw(const T& v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void str(std::string_view s) {
+    raw(static_cast<std::uint64_t>(s.size()));
+    out_.append(s);
+  }
+  template <class T>
+  void opt(const std::optional<T>& v) {
+    raw(static_cast<std::uint8_t>(v.has_value()));
+    if (!v) return;
+    if constexpr (std::is_same_v<T, std::string>) str(*v);
+    else raw(*v);
+  }
+
+ private:
+  std::string& out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool done() const { return pos_ == in_.size(); }
+  template <class T>
+  T raw() {
+    T v;
+    need(sizeof v);
+    std::memcpy(&v, in_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string str() {
+    const auto n = raw<std::uint64_t>();
+    need(n);
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  template <class T>
+  std::optional<T> opt() {
+    if (!raw<std::uint8_t>()) return std::nullopt;
+    if constexpr (std::is_same_v<T, std::string>) return str();
+    else return raw<T>();
+  }
+
+ private:
+  void need(std::size_t n) const {
+    if (in_.size() - pos_ < n) throw std::runtime_error("sweep message truncated");
+  }
+  std::string_view in_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+void encode(const Outcome& o, std::string& out) {
+  Writer w(out);
+  w.raw(static_cast<std::uint8_t>(o.kind));
+  w.raw(static_cast<std::uint64_t>(o.index));
+  w.str(o.key);
+  w.str(o.axes_json);
+  w.str(o.error);
+  w.raw(static_cast<std::uint8_t>(o.row.has_value()));
+  if (!o.row) return;
+  const auto& r = *o.row;
+  for (const std::string* s : {&r.method, &r.scenario_hash, &r.scenario_name, &r.model_family, &r.gpu,
+                               &r.scenario_json, &r.plan_json, &r.hardware_name, &r.hardware_status,
+                               &r.hardware_provenance_json, &r.result_json, &r.tool_version, &r.git_revision})
+    w.str(*s);
+  w.raw(r.gpus);
+  w.opt(r.sweep_id);
+  w.raw(r.point_index);
+  w.opt(r.axes_json);
+  for (const auto& f : r.figures) w.opt(f);
+  w.opt(r.fits);
+  w.opt(r.simgrid_version);
+  w.opt(r.simgrid_config_json);
+}
+
+void decode(std::string_view bytes, std::vector<Outcome>& out) {
+  Reader in(bytes);
+  while (!in.done()) {
+    Outcome o;
+    const auto kind = in.raw<std::uint8_t>();
+    if (kind > static_cast<std::uint8_t>(Outcome::Kind::already_done))
+      throw std::runtime_error("sweep message: unknown outcome kind");
+    o.kind = static_cast<Outcome::Kind>(kind);
+    o.index = static_cast<std::size_t>(in.raw<std::uint64_t>());
+    o.key = in.str();
+    o.axes_json = in.str();
+    o.error = in.str();
+    if (in.raw<std::uint8_t>()) {
+      auto& r = o.row.emplace();
+      for (std::string* s : {&r.method, &r.scenario_hash, &r.scenario_name, &r.model_family, &r.gpu,
+                             &r.scenario_json, &r.plan_json, &r.hardware_name, &r.hardware_status,
+                             &r.hardware_provenance_json, &r.result_json, &r.tool_version, &r.git_revision})
+        *s = in.str();
+      r.gpus = in.raw<std::int64_t>();
+      r.sweep_id = in.opt<std::int64_t>();
+      r.point_index = in.raw<std::int64_t>();
+      r.axes_json = in.opt<std::string>();
+      for (auto& f : r.figures) f = in.opt<double>();
+      r.fits = in.opt<std::int64_t>();
+      r.simgrid_version = in.opt<std::string>();
+      r.simgrid_config_json = in.opt<std::string>();
+    }
+    out.push_back(std::move(o));
+  }
+}
+
+std::string pack_keys(const DoneKeys& keys) {
+  std::string out;
+  for (const auto& k : keys) out.append(k).push_back('\n');
+  return out;
+}
+
+DoneKeys unpack_keys(std::string_view packed) {
+  DoneKeys keys;
+  while (!packed.empty()) {
+    const auto nl = packed.find('\n');
+    keys.emplace_hint(keys.end(), packed.substr(0, nl));
+    packed.remove_prefix(nl == std::string_view::npos ? packed.size() : nl + 1);
+  }
+  return keys;
+}
+
+}  // namespace clustersim::runner::detail

@@ -1,0 +1,97 @@
+// What the two sweep drivers share (threads: runner/sweep.cpp; MPI ranks:
+// runner/sweep_mpi.cpp): evaluating one point into an Outcome on a worker, the single
+// writer that stores outcomes in batched transactions, and the bytes an Outcome
+// travels in between MPI ranks. Internal to runner/.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "results/store.hpp"
+#include "runner/sweep.hpp"
+#include "scenarios/scenario.hpp"
+#include "scenarios/sweep.hpp"
+
+namespace clustersim {
+class Estimator;
+}
+
+namespace clustersim::runner::detail {
+
+struct Outcome {
+  enum class Kind : std::uint8_t { stored, failed, invalid_skipped, already_done } kind = Kind::failed;
+  std::size_t index = 0;
+  std::string key;        // scenario hash (valid points) or hash of the point document
+  std::string axes_json;  // this point's axis values (failed points)
+  std::string error;
+  std::optional<results::RunRow> row;  // stored points: everything the writer inserts
+};
+
+// Estimators are keyed by what they are built from (model, training, cluster), so a
+// sweep over plans builds one per worker.
+class EstimatorCache {
+ public:
+  EstimatorCache();
+  ~EstimatorCache();
+  const Estimator& get(const Scenario& s, const results::ScenarioText& text);
+  // The hardware profile's provenance, serialised once per profile.
+  const std::string& provenance_json(const results::HardwareRecord& h);
+
+ private:
+  std::map<std::string, std::unique_ptr<Estimator>, std::less<>> cache_;
+  std::map<std::string, std::pair<nlohmann::json, std::string>, std::less<>> provenance_;
+};
+
+// Keys of the points already stored or recorded as failed (Database::done_points).
+using DoneKeys = std::set<std::string>;
+
+// Evaluates point `index` of `spec` (everything but storing it).
+Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, EstimatorCache& cache);
+
+// The single writer: counts every outcome into `sum` and inserts the new ones in
+// transactions of up to 2,000 points or 0.5 s, which bounds what a SIGKILL can lose
+// and amortises each commit.
+class SweepWriter {
+ public:
+  SweepWriter(results::Database& db, std::int64_t sweep_id, std::string method, SweepSummary& sum);
+  void add(Outcome&& o);
+  // Commits when the batch is large or old enough.
+  void maybe_commit();
+  void commit();
+  // Rolls back the open transaction, if any (the writer failed).
+  void rollback() noexcept;
+
+ private:
+  results::Database& db_;
+  std::int64_t sweep_id_;
+  std::string method_;
+  SweepSummary& sum_;
+  std::set<std::string, std::less<>> stored_now_;  // two points of one sweep may be the same scenario
+  bool in_tx_ = false;
+  std::size_t since_commit_ = 0;
+  std::chrono::steady_clock::time_point last_commit_ = std::chrono::steady_clock::now();
+};
+
+// Prepares the database for a long write-heavy run: a larger page cache so that a
+// batch is written once at commit instead of spilled page by page.
+void tune_for_sweep(results::Database& db);
+
+// Outcomes as bytes (MPI messages): fixed-size integers in the machine's order (the
+// ranks of one job run the same build), doubles bit for bit, strings with their length.
+void encode(const Outcome& o, std::string& out);
+// Appends the outcomes found in `bytes` to `out`; throws std::runtime_error on
+// truncated input.
+void decode(std::string_view bytes, std::vector<Outcome>& out);
+
+// Done keys as one string (newline-separated) and back.
+std::string pack_keys(const DoneKeys& keys);
+DoneKeys unpack_keys(std::string_view packed);
+
+}  // namespace clustersim::runner::detail
