@@ -29,8 +29,6 @@ struct SimulateOptions {
   bool list = false;
 };
 
-std::string gb(double bytes) { return fmt::format("{:.2f} GB", bytes / 1e9); }
-
 int simulate_command(const SimulateOptions& o) {
   if (o.list) {
     for (const auto& [name, description] : sim::list_collectives()) std::cout << fmt::format("{:<16} {}\n", name, description);
@@ -75,7 +73,7 @@ int simulate_command(const SimulateOptions& o) {
   std::cout << fmt::format("likely range    {}\n", format_interval(p.interval));
   std::cout << fmt::format("throughput      {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU {:.1f}%\n", p.tokens_per_s,
                            p.tflops_per_gpu, 100 * p.mfu);
-  std::cout << fmt::format("memory per GPU  {} of {} ({})\n", gb(p.memory_per_gpu), gb(p.memory_capacity),
+  std::cout << fmt::format("memory per GPU  {} of {} ({})\n", format_bytes(p.memory_per_gpu), format_bytes(p.memory_capacity),
                            p.fits ? "fits" : "does NOT fit");
   std::cout << fmt::format("critical GPU    bubble_s {:.4f}  compute_backward_s {:.4f}  compute_forward_s {:.4f}  "
                            "compute_recompute_s {:.4f}  dp_comm_exposed_s {:.4f}  ep_comm_exposed_s {:.4f}  "
@@ -86,7 +84,7 @@ int simulate_command(const SimulateOptions& o) {
   std::cout << "busiest links\n";
   for (const auto& l : st["busiest_links"])
     std::cout << fmt::format("  {:<28} {:5.1f}%  {}\n", l["link"].get<std::string>(), 100 * d(l, "utilisation"),
-                             gb(d(l, "bytes")));
+                             format_bytes(d(l, "bytes")));
   std::cout << fmt::format("simulation      {} events ({} flows) in {:.2f} s wall, SimGrid {}, network model {}\n",
                            st["events"]["total"].get<long long>(), st["events"]["flows"].get<long long>(),
                            d(st, "wall_time_s"), st["simgrid_version"].get<std::string>(),
