@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Per-iteration batch times of a Llama-style model in PyTorch/transformers, for clustersim serve.
+
+Ground truth for the serving batch-time model (issue 15): prefill, decode and chunked-prefill
+iterations of Llama-style models built from a config with random weights (nothing is downloaded),
+bf16, attention implementation "sdpa", eval mode, torch.inference_mode.
+
+Cases (per model):
+  prefill  B x L       one forward of input_ids [B, L], use_cache=True, a fresh DynamicCache per
+                       repeat (created outside the timed region); logits only for the last position
+                       when the model's forward accepts logits_to_keep / num_logits_to_keep (as a
+                       serving engine does), recorded as "logits".
+  decode   B x C       KV cache built (untimed) by a prefill of [B, C] in sequence chunks of at most
+                       --build-tokens tokens (so activations fit), then ONE decode step (input_ids
+                       [B, 1] with that cache) timed per repeat. After every step the cache is
+                       cropped back to C (DynamicCache.crop), so every repeat sees context exactly C
+                       ("cache_handling": "crop"); without crop the steps run successively and the
+                       context grows by one per step ("cache_handling": "successive").
+                       Cases whose KV cache plus weights clearly exceed the GPU memory are recorded
+                       as {"error": "oom", "predicted": true} without trying.
+  chunked  K           one request, prompt --chunk-prompt (4096), processed in chunks of K tokens,
+                       each chunk a forward with the growing DynamicCache. One untimed warm-up pass,
+                       then --chunk-passes timed passes; "median_s"/"min_s"/"max_s" are over the
+                       chunks at positions > 0 of all timed passes, "total_*" over the passes, and
+                       "per_chunk_median_s" lists the median per chunk position.
+
+Timing: CUDA events recorded around the forward call on the current stream (so host launch
+overhead shows up as GPU idle time between the events, as it does in an eager engine); warm-up
+forwards first, then the median of >= 5 repeats. Peak memory: torch.cuda.max_memory_allocated()
+over the case (peak statistics reset at its start). Each case runs in try/except; an OOM is
+recorded as {"error": "oom"} followed by torch.cuda.empty_cache().
+
+Example:
+  python3 calibration/serving/measure_batches.py --out serving-batches.json
+"""
+
+import argparse
+import datetime
+import gc
+import inspect
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+import torch
+
+FORMAT = "clustersim-serving-batches/1"
+SOURCE = "calibration/serving/measure_batches.py"
+
+MODELS = {
+    "llama-1b": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=8192, vocab_size=128256,
+                     tie_word_embeddings=True),
+    "llama-8b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                     num_key_value_heads=8, intermediate_size=14336, vocab_size=128256,
+                     tie_word_embeddings=False),
+}
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception as exc:  # noqa: BLE001
+        return "error: %s" % exc
+
+
+def provenance(args):
+    import transformers
+    prov = {
+        "source": SOURCE,
+        "command": " ".join([sys.executable] + sys.argv),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "transformers": transformers.__version__,
+        "gpu_name": torch.cuda.get_device_name(0),
+        "gpu_total_memory_bytes": torch.cuda.get_device_properties(0).total_memory,
+        "gpu_count": torch.cuda.device_count(),
+        "nvidia_smi": sh("nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,"
+                         "power.limit,memory.total --format=csv,noheader"),
+        "driver": sh("nvidia-smi --query-gpu=driver_version --format=csv,noheader").splitlines()[:1],
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "settings": {"warmup": args.warmup, "repeats": args.repeats, "dtype": "bfloat16",
+                     "attn_implementation": "sdpa", "build_tokens": args.build_tokens,
+                     "chunk_prompt": args.chunk_prompt, "chunk_passes": args.chunk_passes},
+    }
+    # Continuous-batching engine in transformers: only recorded, not run.
+    cb = {}
+    try:
+        import importlib
+        importlib.import_module("transformers.generation.continuous_batching")
+        cb["module_transformers.generation.continuous_batching"] = True
+    except Exception as exc:  # noqa: BLE001
+        cb["module_transformers.generation.continuous_batching"] = False
+        cb["import_error"] = repr(exc)[:300]
+    try:
+        from transformers import GenerationMixin
+        for name in ("generate_batch", "init_continuous_batching", "continuous_batching_context_manager"):
+            cb["GenerationMixin.%s" % name] = hasattr(GenerationMixin, name)
+    except Exception as exc:  # noqa: BLE001
+        cb["GenerationMixin_error"] = repr(exc)[:300]
+    try:
+        import transformers as tf
+        cb["transformers.ContinuousBatchingManager"] = hasattr(tf, "ContinuousBatchingManager")
+    except Exception:  # noqa: BLE001
+        pass
+    prov["continuous_batching"] = cb
+    return prov
+
+
+def build_model(name):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    spec = dict(MODELS[name])
+    kw = dict(spec, max_position_embeddings=8192 + 512, rope_theta=500000.0, rms_norm_eps=1e-5,
+              hidden_act="silu", attention_bias=False, mlp_bias=False)
+    try:
+        config = LlamaConfig(attn_implementation="sdpa", **kw)
+    except TypeError:
+        config = LlamaConfig(**kw)
+    try:
+        config._attn_implementation = "sdpa"
+    except Exception:  # noqa: BLE001
+        pass
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(old)
+    model = model.to(torch.bfloat16).eval()
+    with torch.no_grad():  # explicit random weights (finite, whatever the init path did)
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.02)
+            else:
+                p.fill_(1.0)
+    params = sum(p.numel() for p in model.parameters())
+    info = dict(spec, name=name, params=params,
+                head_dim=spec["hidden_size"] // spec["num_attention_heads"],
+                attn_implementation=getattr(model.config, "_attn_implementation", None),
+                dtype="bfloat16",
+                weight_bytes=torch.cuda.memory_allocated())
+    return model, info
+
+
+def logits_kwargs(model):
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        params = {}
+    for key in ("logits_to_keep", "num_logits_to_keep"):
+        if key in params:
+            return {key: 1}, key + "=1"
+    return {}, "all"
+
+
+def new_cache():
+    from transformers import DynamicCache
+    return DynamicCache()
+
+
+def cache_len(cache):
+    try:
+        return int(cache.get_seq_length())
+    except Exception:  # noqa: BLE001
+        return -1
+
+
+def stats(times):
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times),
+            "n": len(times), "times_s": times}
+
+
+def timed(fn):
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0, out
+
+
+def ids(b, n, vocab):
+    return torch.randint(0, vocab, (b, n), device="cuda", dtype=torch.long)
+
+
+def case_prefill(model, info, b, l, args, lk):
+    vocab = info["vocab_size"]
+    x = ids(b, l, vocab)
+    times = []
+    for i in range(args.warmup + args.repeats):
+        cache = new_cache()
+        torch.cuda.synchronize()
+        t, out = timed(lambda: model(input_ids=x, past_key_values=cache, use_cache=True, **lk))
+        del out, cache
+        if i >= args.warmup:
+            times.append(t)
+    r = stats(times)
+    r["tokens"] = b * l
+    r["tokens_per_s"] = b * l / r["median_s"]
+    return r
+
+
+def build_cache(model, b, c, vocab, budget, lk):
+    cache = new_cache()
+    step = max(1, min(c, budget // max(1, b)))
+    pos = 0
+    while pos < c:
+        n = min(step, c - pos)
+        out = model(input_ids=ids(b, n, vocab), past_key_values=cache, use_cache=True, **lk)
+        cache = out.past_key_values if getattr(out, "past_key_values", None) is not None else cache
+        del out
+        pos += n
+    torch.cuda.synchronize()
+    return cache, step
+
+
+def case_decode(model, info, b, c, args, lk):
+    vocab = info["vocab_size"]
+    kv_bytes = 2 * info["num_hidden_layers"] * info["num_key_value_heads"] * info["head_dim"] * 2 * b * c
+    total = torch.cuda.get_device_properties(0).total_memory
+    if info["weight_bytes"] + kv_bytes * 1.05 > total * 0.97:
+        return {"error": "oom", "predicted": True, "kv_cache_bytes": kv_bytes,
+                "reason": "weights + KV cache exceed GPU memory"}
+    cache, step = build_cache(model, b, c, vocab, args.build_tokens, lk)
+    can_crop = hasattr(cache, "crop")
+    x = ids(b, 1, vocab)
+    times = []
+    for i in range(args.warmup + args.repeats):
+        t, out = timed(lambda: model(input_ids=x, past_key_values=cache, use_cache=True, **lk))
+        if getattr(out, "past_key_values", None) is not None:
+            cache = out.past_key_values
+        del out
+        if can_crop:
+            cache.crop(c)
+        if i >= args.warmup:
+            times.append(t)
+    r = stats(times)
+    r.update({"tokens": b, "context": c, "kv_cache_bytes": kv_bytes,
+              "cache_handling": "crop" if can_crop else "successive",
+              "context_after": cache_len(cache), "build_chunk_positions": step,
+              "tokens_per_s": b / r["median_s"]})
+    del cache
+    return r
+
+
+def case_chunked(model, info, k, args, lk):
+    vocab = info["vocab_size"]
+    p = args.chunk_prompt
+    x = ids(1, p, vocab)
+    later, totals, per_pos = [], [], {}
+    for rep in range(1 + args.chunk_passes):
+        cache = new_cache()
+        torch.cuda.synchronize()
+        tot = 0.0
+        for j, pos in enumerate(range(0, p, k)):
+            chunk = x[:, pos:pos + k]
+            t, out = timed(lambda: model(input_ids=chunk, past_key_values=cache, use_cache=True, **lk))
+            if getattr(out, "past_key_values", None) is not None:
+                cache = out.past_key_values
+            del out
+            tot += t
+            if rep >= 1:
+                per_pos.setdefault(j, []).append(t)
+                if j > 0:
+                    later.append(t)
+        del cache
+        if rep >= 1:
+            totals.append(tot)
+    if not later:
+        later = per_pos.get(0, [float("nan")])
+    r = stats(later)
+    r.update({"tokens": p, "chunk": k, "chunks": len(per_pos), "prompt": p,
+              "total_median_s": statistics.median(totals), "total_min_s": min(totals),
+              "total_max_s": max(totals), "total_times_s": totals,
+              "per_chunk_median_s": [statistics.median(per_pos[j]) for j in sorted(per_pos)],
+              "tokens_per_s": p / statistics.median(totals)})
+    return r
+
+
+def run_case(doc, out_path, model, info, kind, params, fn):
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    rec = {"model": info["name"], "kind": kind}
+    rec.update(params)
+    t0 = time.time()
+    try:
+        with torch.inference_mode():
+            rec.update(fn())
+    except torch.cuda.OutOfMemoryError:
+        rec["error"] = "oom"
+    except RuntimeError as exc:
+        if "out of memory" in str(exc).lower():
+            rec["error"] = "oom"
+        else:
+            rec["error"] = "exception"
+            rec["message"] = repr(exc)[:2000]
+            traceback.print_exc()
+    except Exception as exc:  # noqa: BLE001
+        rec["error"] = "exception"
+        rec["message"] = repr(exc)[:2000]
+        traceback.print_exc()
+    rec["max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
+    rec["case_wall_s"] = round(time.time() - t0, 3)
+    gc.collect()
+    torch.cuda.empty_cache()
+    doc["cases"].append(rec)
+    with open(out_path, "w") as f:
+        json.dump(doc, f, indent=1)
+    desc = " ".join("%s=%s" % kv for kv in params.items())
+    if "error" in rec:
+        print("%-9s %-8s %-22s %s%s" % (info["name"], kind, desc, rec["error"],
+                                         " (predicted)" if rec.get("predicted") else ""), flush=True)
+    else:
+        extra = ""
+        if kind == "chunked":
+            extra = " total %.2f ms" % (rec["total_median_s"] * 1e3)
+        print("%-9s %-8s %-22s median %9.3f ms  min %9.3f  max %9.3f  %10.0f tok/s  peak %6.2f GiB%s" % (
+            info["name"], kind, desc, rec["median_s"] * 1e3, rec["min_s"] * 1e3, rec["max_s"] * 1e3,
+            rec["tokens_per_s"], rec["max_memory_allocated_bytes"] / 2**30, extra), flush=True)
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default="llama-1b,llama-8b")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--prefill-batches", default="1,4,16")
+    ap.add_argument("--prefill-lens", default="128,512,2048")
+    ap.add_argument("--prefill-max-tokens-8b", type=int, default=32768)
+    ap.add_argument("--decode-batches", default="1,8,32,128")
+    ap.add_argument("--decode-contexts", default="128,1024,4096")
+    ap.add_argument("--chunks", default="256,512,1024,2048")
+    ap.add_argument("--chunk-prompt", type=int, default=4096)
+    ap.add_argument("--chunk-passes", type=int, default=3)
+    ap.add_argument("--build-tokens", type=int, default=16384,
+                    help="max tokens per forward when building a decode KV cache")
+    args = ap.parse_args()
+    args.repeats = max(5, args.repeats)
+    ints = lambda s: [int(v) for v in s.split(",") if v]  # noqa: E731
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    doc = {"format": FORMAT, "provenance": provenance(args), "models": {}, "cases": []}
+    print(json.dumps({k: doc["provenance"][k] for k in ("gpu_name", "nvidia_smi", "torch", "cuda_runtime",
+                                                        "transformers", "continuous_batching")}), flush=True)
+    for name in args.models.split(","):
+        t0 = time.time()
+        try:
+            model, info = build_model(name)
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            doc["cases"].append({"model": name, "kind": "build", "error": "exception", "message": repr(exc)[:2000]})
+            continue
+        lk, logits_mode = logits_kwargs(model)
+        info["logits"] = logits_mode
+        info["build_s"] = round(time.time() - t0, 2)
+        try:
+            cb = {n: hasattr(model, n) for n in ("generate_batch", "init_continuous_batching")}
+            doc["provenance"]["continuous_batching"]["model_has_" + name] = cb
+        except Exception:  # noqa: BLE001
+            pass
+        doc["models"][name] = info
+        print("model %s: %.3fB params, attn=%s, logits=%s, weights %.2f GiB, built in %.1f s" % (
+            name, info["params"] / 1e9, info["attn_implementation"], logits_mode,
+            info["weight_bytes"] / 2**30, info["build_s"]), flush=True)
+        is8b = info["hidden_size"] >= 4096
+        for b in ints(args.prefill_batches):
+            for l in ints(args.prefill_lens):
+                if is8b and b * l > args.prefill_max_tokens_8b:
+                    continue
+                run_case(doc, args.out, model, info, "prefill", {"B": b, "L": l},
+                         lambda b=b, l=l: case_prefill(model, info, b, l, args, lk))
+        for b in ints(args.decode_batches):
+            for c in ints(args.decode_contexts):
+                run_case(doc, args.out, model, info, "decode", {"B": b, "C": c},
+                         lambda b=b, c=c: case_decode(model, info, b, c, args, lk))
+        for k in ints(args.chunks):
+            run_case(doc, args.out, model, info, "chunked", {"B": 1, "K": k},
+                     lambda k=k: case_chunked(model, info, k, args, lk))
+        del model
+        gc.collect()
+        torch.cuda.empty_cache()
+    doc["provenance"]["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print("wrote %s (%d cases)" % (args.out, len(doc["cases"])), flush=True)
+
+
+if __name__ == "__main__":
+    main()
