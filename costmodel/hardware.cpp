@@ -422,18 +422,26 @@ std::vector<std::string> builtin_gpu_names() {
 namespace {
 std::optional<GpuProfile> load_gpu_profile(const std::string& name_or_path, int depth);
 
-// A profile with a transfer section is derived from its (calibrated) reference here, so
-// every consumer sees the transferred figures.
-GpuProfile resolve_transfer(GpuProfile p, const std::string& file, int depth) {
-  if (!p.transfer.present() || p.calibration.present()) return p;
-  if (depth > 4) throw InputError(file, "/transfer/from", "transfer references nest too deeply (a cycle?)");
-  const auto ref = load_gpu_profile(p.transfer.from, depth + 1);
+bool needs_transfer(const GpuProfile& p) { return p.transfer.present() && !p.calibration.present(); }
+
+// The transferred profile of `p` from `ref` (null: not found), or the InputError that
+// names /transfer/from in `file`.
+GpuProfile transferred(const GpuProfile& p, const GpuProfile* ref, const std::string& file) {
   if (!ref)
     throw InputError(file, "/transfer/from", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", p.transfer.from));
   if (ref->status != "calibrated")
     throw InputError(file, "/transfer/from",
                      fmt::format("\"{}\" is not calibrated: a transfer needs a measured reference", p.transfer.from));
   return transfer_profile(*ref, p);
+}
+
+// A profile file with a transfer section is derived from its (calibrated) reference here,
+// so every consumer sees the transferred figures.
+GpuProfile resolve_transfer(GpuProfile p, const std::string& file, int depth) {
+  if (!needs_transfer(p)) return p;
+  if (depth > 4) throw InputError(file, "/transfer/from", "transfer references nest too deeply (a cycle?)");
+  const auto ref = load_gpu_profile(p.transfer.from, depth + 1);
+  return transferred(p, ref ? &*ref : nullptr, file);
 }
 
 // The built-in profiles, parsed and transferred once: every estimator asks for its GPU,
@@ -452,17 +460,12 @@ const std::map<std::string, GpuProfile>& builtin_profiles() {
     std::map<std::string, GpuProfile> out;
     for (const auto& [name, entry] : raw) {
       const auto& [p, file] = entry;
-      if (!p.transfer.present() || p.calibration.present()) {
+      if (!needs_transfer(p)) {
         out.emplace(name, p);
         continue;
       }
       const auto ref = raw.find(p.transfer.from);
-      if (ref == raw.end())
-        throw InputError(file, "/transfer/from", fmt::format("no built-in GPU profile \"{}\"", p.transfer.from));
-      if (ref->second.first.status != "calibrated")
-        throw InputError(file, "/transfer/from",
-                         fmt::format("\"{}\" is not calibrated: a transfer needs a measured reference", p.transfer.from));
-      out.emplace(name, transfer_profile(ref->second.first, p));
+      out.emplace(name, transferred(p, ref == raw.end() ? nullptr : &ref->second.first, file));
     }
     return out;
   }();

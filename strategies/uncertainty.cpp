@@ -71,6 +71,9 @@ std::pair<std::vector<double>, std::string> residual_set(const Regime& regime, c
     return v;
   };
   const Regime own{status, regime.scale, regime.method};
+  // Most predictions have enough residuals of their own: no gathering then.
+  if (const auto it = t.residuals.find(own.key()); it != t.residuals.end() && int(it->second.size()) >= kMinSamples)
+    return {it->second, own.key()};
   const std::vector<std::pair<std::string, std::function<bool(const std::string&)>>> order{
       {own.key(), [&](const std::string& k) { return k == own.key(); }},
       {status + "/" + scale + "/*", [&](const std::string& k) { return k.rfind(status + "/" + scale + "/", 0) == 0; }},

@@ -103,8 +103,9 @@ std::vector<ValidationCase> validation_cases(const std::string& root) {
       c.step_time = double(s.training.global_batch) * double(s.model.seq_len) /
                     (stated_number(m.at("tokens_per_s_per_gpu"), published) * double(s.cluster.total_gpus()));
     else if (m.contains("weak_scaling_efficiency"))
-      // Per-GPU rate relative to the paper's 39 TFLOP/s one-GPU baseline (Megatron-LM 2019).
-      c.hardware_tflops_per_gpu = 39.0 * stated_number(m.at("weak_scaling_efficiency"), published) / 100.0;
+      // Per-GPU rate relative to the one-GPU baseline the row names ("39 TFLOP/s ...").
+      c.hardware_tflops_per_gpu = stated_number(m.at("relative_to"), published) *
+                                  stated_number(m.at("weak_scaling_efficiency"), published) / 100.0;
     else c.hardware_tflops_per_gpu = stated_number(m.at("tflops_per_gpu"), published);
     cases.push_back(std::move(c));
   }

@@ -14,10 +14,8 @@ struct CliResult {
   std::string output;
 };
 
-// `args` after the binary's path, through the shell. Stdout and stderr together, or
-// stdout alone where a JSON output must not mix with notes on stderr.
-inline CliResult run_cli(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd = std::string(CLUSTERSIM_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+// A shell command line: its exit code and its standard output.
+inline CliResult run_shell(const std::string& cmd) {
   FILE* pipe = popen(cmd.c_str(), "r");
   REQUIRE(pipe);
   std::string out;
@@ -25,6 +23,12 @@ inline CliResult run_cli(const std::string& args, bool merge_stderr = true) {
   while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `args` after the binary's path, through the shell. Stdout and stderr together, or
+// stdout alone where a JSON output must not mix with notes on stderr.
+inline CliResult run_cli(const std::string& args, bool merge_stderr = true) {
+  return run_shell(std::string(CLUSTERSIM_BINARY) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 // Writes `text` to a file named after `name` in the temporary folder; returns its path.

@@ -195,14 +195,8 @@ namespace {
 
 // Runs the binary with `args` in the folder `dir`; stdout and stderr together.
 clustersim::test::CliResult run_in(const fs::path& dir, const std::string& args) {
-  const std::string cmd = "cd '" + dir.string() + "' && " + std::string(CLUSTERSIM_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return clustersim::test::run_shell("cd '" + dir.string() + "' && " + std::string(CLUSTERSIM_BINARY) + " " + args +
+                                     " 2>&1");
 }
 
 }  // namespace
