@@ -138,7 +138,10 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
   const i64 n_qkv = d.H + 2 * d.KV * d.D;
   const bool bias = !llama;
   norm(ops, llama ? "attn-rmsnorm" : "attn-layernorm", d, llama);
-  ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.e));
+  // The tensor entering the tensor-parallel region is the norm's output, in the residual
+  // stream's type (fp32 under autocast: the cast to 16 bits happens inside each matmul), so
+  // its backward all-reduce moves d.r bytes an element.
+  ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.r));
   ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
   // The saved input of a column-parallel matmul is the replicated activation: it is
   // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
@@ -211,7 +214,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
 void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
   const double ff = double(d.T()) * d.F;  // elements of the hidden activation
   norm(ops, llama ? "mlp-rmsnorm" : "mlp-layernorm", d, llama);
-  ops.push_back(comm("mlp-f", OpKind::tp_enter, d.TH() * d.e));
+  ops.push_back(comm("mlp-f", OpKind::tp_enter, d.TH() * d.r));
   if (llama) {
     ops.push_back(matmul("gate-up", 1, d.T(), 2 * d.F, d.H, true, Split::column, 2.0 * d.H * d.F, 0));
     ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.e));
@@ -303,7 +306,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   Block head;
   head.name = "head";
   norm(head.ops, llama ? "final-rmsnorm" : "final-layernorm", d, llama);
-  head.ops.push_back(comm("logits-f", OpKind::tp_enter, d.TH() * d.e));
+  head.ops.push_back(comm("logits-f", OpKind::tp_enter, d.TH() * d.r));
   const double logits = double(d.T()) * d.V;
   head.ops.push_back(matmul("logits", 1, d.T(), d.V, d.H, true, Split::column, double(d.V) * d.H, 0));
   head.ops.push_back(saved_marker("logits-input-saved", Split::seq, d.TH() * d.e));

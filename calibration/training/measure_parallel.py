@@ -332,12 +332,131 @@ def parse_args(argv=None):
     p.add_argument("--fsdp-backward-prefetch", choices=["pre", "post", "none"], default="pre")
     p.add_argument("--fsdp-forward-prefetch", action="store_true")
     p.add_argument("--fsdp-no-limit-all-gathers", action="store_true")
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="after the timed steps, run this many more under torch.profiler and record where the "
+                        "GPU time of each rank goes (kernel classes, NCCL overlap, idle)")
     p.add_argument("--dtp-loss", choices=["parallel", "replicate"], default="parallel")
     own, rest = p.parse_known_args(argv)
     args = mt.parse_args(rest)
     for k, v in vars(own).items():
         setattr(args, k, v)
     return args
+
+
+def kernel_class(name):
+    """The class of a CUDA kernel (or memcpy/memset) by its name, as the cost model splits work."""
+    n = name.lower()
+    if "nccl" in n:
+        return "nccl"
+    if any(k in n for k in ("sdpa", "flash", "fmha", "cudnn::fusion", "attention")):
+        return "attention"
+    if any(k in n for k in ("gemm", "nvjet", "cutlass", "xmma", "cublas")):
+        return "gemm"
+    if "multi_tensor_apply" in n or "adam" in n:
+        return "optimizer"
+    if n.startswith("memcpy") or n.startswith("memset"):
+        return "memcpy"
+    return "memory_bound"
+
+
+def is_annotation(e):
+    """A record_function range shown on the GPU timeline (e.g. "nccl:all_reduce",
+    "Optimizer.step#AdamW.step"): it spans kernels already counted, so it is not one."""
+    if getattr(e, "is_user_annotation", False):
+        return True
+    return "#" in e.name or e.name.startswith("nccl:") or e.name.startswith("ProfilerStep")
+
+
+def union_length(intervals):
+    """Total length covered by [start, end) intervals."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def intersect_length(a, b):
+    """Length covered by both interval sets (each merged first)."""
+    def merged(iv):
+        out = []
+        for s, e in sorted(iv):
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return out
+    a, b = merged(a), merged(b)
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def profile_steps(step, first_index, n_steps, dev):
+    """Runs n_steps more steps under torch.profiler (CUDA activity) and returns, per step on
+    this rank: GPU time per kernel class (summed over kernels, so overlapping streams add up),
+    the time covered by compute kernels, by NCCL kernels and by both (overlap), the time the GPU
+    ran nothing inside the profiled window (waiting for the host or for a peer), and the 30
+    longest kernels by name."""
+    from torch.profiler import profile, ProfilerActivity
+    torch.cuda.synchronize()
+    dist.barrier()
+    t0 = time.perf_counter()
+    # CUDA activity only: recording CPU ops slows the host enough to starve the GPU (a first
+    # run with CPU activity doubled the profiled window of a 4-way tensor-parallel step).
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for k in range(n_steps):
+            step(first_index + k, None)
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    by_class, by_name, launches = {}, {}, {}
+    compute, comm, every = [], [], []
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA or is_annotation(e):
+            continue
+        s, t = e.time_range.start * 1e-6, e.time_range.end * 1e-6
+        if t <= s:
+            continue
+        c = kernel_class(e.name)
+        by_class[c] = by_class.get(c, 0.0) + (t - s)
+        by_name[e.name] = by_name.get(e.name, 0.0) + (t - s)
+        launches[c] = launches.get(c, 0) + 1
+        every.append((s, t))
+        (comm if c == "nccl" else compute).append((s, t))
+    window = (max(t for _, t in every) - min(s for s, _ in every)) if every else 0.0
+    busy = union_length(every)
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:30]
+    per = 1.0 / n_steps
+    return {
+        "steps": n_steps,
+        "wall_time_per_step_s": wall * per,
+        "kernel_window_per_step_s": window * per,
+        "kernel_time_per_step_s": {c: v * per for c, v in sorted(by_class.items())},
+        "launches_per_step": {c: v / n_steps for c, v in sorted(launches.items())},
+        "compute_busy_per_step_s": union_length(compute) * per,
+        "nccl_busy_per_step_s": union_length(comm) * per,
+        "compute_nccl_overlap_per_step_s": intersect_length(compute, comm) * per,
+        "gpu_busy_per_step_s": busy * per,
+        "gpu_idle_per_step_s": (window - busy) * per,
+        "top_kernels": [{"name": n[:200], "class": kernel_class(n), "time_per_step_s": v * per} for n, v in top],
+        "note": ("torch.profiler with CUDA activity, record_function ranges left out; kernel "
+                 "times summed per class count overlapping streams twice; idle = window - time covered by "
+                 "any kernel"),
+    }
 
 
 def make_groups(world, rank, dp, tp, pp):
@@ -417,6 +536,9 @@ def main(argv=None):
     try:
         if dp < 1 or dp * tp * pp != world:
             raise ValueError("world size %d is not dp*tp*pp with tp=%d, pp=%d" % (world, tp, pp))
+        if args.profile_steps > args.steps:
+            raise ValueError("--profile-steps %d exceeds --steps %d (profiled steps reuse measured batches)"
+                             % (args.profile_steps, args.steps))
         if mode == "pp" and dp != 1:
             raise ValueError("pp mode runs dp=1 only (tp * pp must be the world size)")
         if mode == "pp" and (args.layers % pp or M < 1):
@@ -766,6 +888,11 @@ def main(argv=None):
         dist.all_gather(lg, losses)
         first_loss, last_loss = float(lg[-1][0].item()), float(lg[-1][1].item())
         fwd_t, bwd_t, opt_t, stp, fb = (slowest[:, k].tolist() for k in range(5))
+        prof_all = None
+        if args.profile_steps > 0:
+            prof_rank = profile_steps(step, args.warmup + args.steps - args.profile_steps, args.profile_steps, dev)
+            prof_all = [None] * world
+            dist.all_gather_object(prof_all, prof_rank)
         step_med = mt.med(stp)
         tokens = tokens_rank * dp
         attn_flops = 12.0 * args.layers * args.seq_len * args.hidden * tokens
@@ -802,6 +929,8 @@ def main(argv=None):
             "loss_first_warmup_step": first_loss,
             "loss_last_step": last_loss,
         }
+        if prof_all is not None:
+            measured["profile_per_rank"] = prof_all
         if mode == "pp":
             measured["pipeline_note"] = ("forward and backward interleave (1F1B): forward_backward_time_s is the "
                                          "whole schedule; forward_time_s and backward_time_s are not separable")
@@ -836,6 +965,13 @@ def main(argv=None):
                       args.name, mode, dp, tp, pp, step_med * 1e3, fwd_ms, bwd_ms,
                       measured["optimizer_time_s"] * 1e3, measured["peak_memory_bytes"] / 2**30,
                       measured["tokens_per_s"], measured["model_tflops_per_s"], first_loss, last_loss))
+            for r, pr in enumerate(measured.get("profile_per_rank") or []):
+                kt = pr["kernel_time_per_step_s"]
+                print("    rank %d profile: window %.2f ms, busy %.2f, idle %.2f, nccl busy %.2f (overlapped %.2f); %s" % (
+                    r, pr["kernel_window_per_step_s"] * 1e3, pr["gpu_busy_per_step_s"] * 1e3,
+                    pr["gpu_idle_per_step_s"] * 1e3, pr["nccl_busy_per_step_s"] * 1e3,
+                    pr["compute_nccl_overlap_per_step_s"] * 1e3,
+                    ", ".join("%s %.2f" % (c, v * 1e3) for c, v in kt.items())))
         else:
             print("%s FAILED on rank %d: %s\n%s" % (args.name, rank, err["message"], err["traceback"]), file=sys.stderr)
     try:

@@ -9,7 +9,9 @@
 #              ONLY (space-separated run names), SKIP (names to leave out),
 #              HARD_S (seconds from the start by which every run must have ended: a run starts
 #              only with 40 s left, and its timeout is cut to what is left; default none),
-#              RUN_TIMEOUT_S (default per run, from the list below).
+#              RUN_TIMEOUT_S (default per run, from the list below),
+#              PROFILE_STEPS (profile that many of the measured steps again under torch.profiler:
+#              GPU time per kernel class, NCCL overlap and idle time per rank; default off).
 # A 2-GPU run sees GPUs 0,1 (CUDA_VISIBLE_DEVICES=0,1); a 4-GPU run GPUs 0-3.
 # A run that fails, times out or is skipped still leaves a document with an "error" in the
 # combined file's "failed" list. NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
@@ -58,7 +60,8 @@ run() {
   local t0=$SECONDS
   if ! CUDA_VISIBLE_DEVICES="$devices" timeout -k 5 "$tmo" \
       torchrun --standalone --nproc-per-node "$n" "$here/measure_parallel.py" --mode "$mode" --name "$name" \
-      --out "$rundir/$name.json" --warmup "$WARMUP" --steps "$STEPS" --precision amp-bf16 --optimizer adam "$@"; then
+      --out "$rundir/$name.json" --warmup "$WARMUP" --steps "$STEPS" --precision amp-bf16 --optimizer adam \
+      ${PROFILE_STEPS:+--profile-steps "$PROFILE_STEPS"} "$@"; then
     echo "!!! $name failed"
     failed=$((failed + 1))
   fi
