@@ -146,3 +146,31 @@ TEST_CASE("identical layers are stored once", "[graph]") {
   const ModelGraph r = build_model_graph(wresnet(50, 64, 1), 1, 2);
   CHECK(r.layers.size() == 16);  // 3 + 4 + 6 + 3 bottlenecks
 }
+
+TEST_CASE("tensor-parallel entry all-reduces move the norm output's element size", "[graph]") {
+  // The tensor entering a tensor-parallel region is the norm's output: 16-bit in Megatron's
+  // fused style, fp32 under autocast (eager PyTorch keeps norms in fp32), so the backward
+  // all-reduce of its gradient is s b h x 2 or x 4 bytes. The exit all-reduce is the 16-bit
+  // matmul output in both.
+  const ModelSpec m = gpt(2560, 2, 32, 2048, 50304);
+  const double b = 2, s = 2048, h = 2560;
+  for (const auto& [precision, entry_bytes] : {std::pair{Precision::mixed_bf16, 2.0}, {Precision::amp_bf16, 4.0}}) {
+    const ModelGraph g = build_model_graph(m, 2, graph_style(precision));
+    const Block& layer = g.blocks[static_cast<std::size_t>(g.layers[0])];
+    int entries = 0, exits = 0;
+    for (const Op& op : layer.ops) {
+      if (op.kind == OpKind::tp_enter) {
+        INFO(op.name << ": expected " << s * b * h * entry_bytes << " bytes, graph " << op.comm_bytes);
+        CHECK(op.comm_bytes == Approx(s * b * h * entry_bytes).epsilon(1e-12));
+        ++entries;
+      }
+      if (op.kind == OpKind::tp_exit) {
+        INFO(op.name << ": expected " << s * b * h * 2 << " bytes, graph " << op.comm_bytes);
+        CHECK(op.comm_bytes == Approx(s * b * h * 2).epsilon(1e-12));
+        ++exits;
+      }
+    }
+    CHECK(entries == 2);
+    CHECK(exits == 2);
+  }
+}
