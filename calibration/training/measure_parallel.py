@@ -364,7 +364,8 @@ def is_annotation(e):
     "Optimizer.step#AdamW.step"): it spans kernels already counted, so it is not one."""
     if getattr(e, "is_user_annotation", False):
         return True
-    return "#" in e.name or e.name.startswith("nccl:") or e.name.startswith("ProfilerStep")
+    n = e.name  # ranges have dotted or colon names without the parentheses or spaces of kernels
+    return not any(c in n for c in "(< ") and any(c in n for c in ".:#")
 
 
 def union_length(intervals):
