@@ -13,15 +13,18 @@ Per model:
   probe    a burst of --probe requests submitted at once; capacity = requests / makespan (requests per second).
   rates    for each fraction f in --fractions: a Poisson trace at rate f x capacity (rounded to 2 significant
            digits), max(50, min(--requests, rate x --max-trace-s)) requests, prompt and output lengths uniform in
-           --prompt-range and --output-range (inclusive), seed --seed + index. Requests are submitted by the main
-           thread at their arrival times (add_request); the engine's own timestamps are recorded.
-  pressure (first model only, after all models, if --pressure-blocks > 0 and time is left) one trace (at most --pressure-requests requests) at rate --pressure-fraction x
-           capacity with a KV cache of only --pressure-blocks blocks (max_batch_tokens kept), so the engine's admission margin and
-           eviction (soft reset, i.e. recompute) are exercised.
+           --prompt-range and --output-range (inclusive), seed --seed + 1000 x model index + 100 + run index.
+           Requests are submitted by the main thread at their arrival times (add_request); the engine's own
+           timestamps are recorded. With --rates 'model=r1,r2;...' the listed rates replace single, probe and
+           fractions for those models (run indices start at --label-offset).
+  pressure first model only, after all models, if --pressure-blocks > 0 and time is left: one trace (at most
+           --pressure-requests requests) at --pressure-fraction x capacity with a KV cache of only --pressure-blocks
+           blocks (max_batch_tokens kept), so that the admission margin and eviction (soft reset) are exercised.
 
 Recorded per request: planned and actual arrival (the engine's created_time), prompt and output tokens, time the
 request was first scheduled, first-token time, finish time, every token's time (record_timestamps), all relative to
-the run's start. Recorded per engine iteration (wrapping the engine's methods, its logic untouched): start, host time
+the run's start; an evicted (soft-reset) request keeps its arrival and earlier token times (the engine re-creates it
+as a new RequestState; the recorder copies those two bookkeeping fields over). Recorded per engine iteration (wrapping the engine's methods, its logic untouched): start, host time
 to schedule and build the batch, time to launch the eager forward, time waiting for the GPU, host time to update the
 requests, and the batch: requests, query tokens, KV tokens read, prefill requests and tokens, tokens produced, free
 blocks, waiting and active requests, evictions. Engine settings (block size, number of blocks, max batch tokens,
@@ -33,14 +36,14 @@ serving-engine-iterations.json (the iteration logs, columnar), traces.tar (the t
 arrival_s,prompt_tokens,output_tokens, one per run, for `clustersim serve` to replay).
 
 The traces depend only on (seed, rate, n, ranges): `--traces-only --rates-from serving-engine.json` rewrites them on
-a machine without torch.
+a machine without torch. `--merge DIR...  --date D` joins the outputs of several calls into the committed files
+(checking every trace against its seed); `--summarize FILE` prints the README table.
 
 Example:
   python3 calibration/serving/measure_engine.py --out-dir out --models llama-1b,llama-8b
 """
 
 import argparse
-import csv
 import datetime
 import gc
 import io
