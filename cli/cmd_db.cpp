@@ -317,11 +317,17 @@ int plot_sweep(const DbOptions& o) {
   const auto rows = db.export_runs(o.sweep);
   std::set<std::string> axes;
   std::vector<std::pair<json, double>> points;  // (axes, metric)
-  std::size_t not_finite = 0;
+  std::size_t not_finite = 0, not_fitting = 0;
   for (const auto& r : rows) {
     const json a = parse_json_column(r["axes_json"]);
     if (!a.is_object() || !r[metric.column].is_number()) continue;
     for (const auto& [k, v] : a.items()) axes.insert(k);
+    // A plan that does not fit in GPU memory cannot run: it is no candidate for the best
+    // value over the other axes, however fast its estimate.
+    if (r.contains("fits") && r["fits"].is_number() && r["fits"].get<double>() == 0) {
+      ++not_fitting;
+      continue;
+    }
     const double value = r[metric.column].get<double>() * metric.scale;
     if (!std::isfinite(value)) {
       ++not_finite;
@@ -332,7 +338,13 @@ int plot_sweep(const DbOptions& o) {
   if (not_finite > 0)
     std::cerr << fmt::format("note: left out {} point(s) of sweep {} whose {} is not a finite number\n", not_finite,
                              o.sweep, metric.column);
-  if (points.empty()) throw InputError(o.db, "", fmt::format("sweep {} has no stored points", o.sweep));
+  if (not_fitting > 0)
+    std::cerr << fmt::format("note: left out {} point(s) of sweep {} that do not fit in GPU memory\n", not_fitting,
+                             o.sweep);
+  if (points.empty())
+    throw InputError(o.db, "",
+                     not_fitting > 0 ? fmt::format("sweep {} has no stored point that fits in GPU memory", o.sweep)
+                                     : fmt::format("sweep {} has no stored points", o.sweep));
   const std::string x_axis = resolve_axis(o.x, axes, "--x");
   const std::string series_axis = o.series.empty() ? "" : resolve_axis(o.series, axes, "--series");
   std::vector<std::pair<std::string, std::string>> filters;

@@ -152,6 +152,45 @@ TEST_CASE("db plot sweep leaves out points with an infinite metric instead of cr
   CHECK_THAT(text, Catch::Contains("</svg>") && !Catch::Contains("inf") && !Catch::Contains("nan"));
 }
 
+TEST_CASE("db plot sweep takes the best over the other axes among plans that fit", "[cli][hardening]") {
+  const fs::path dir = temp_folder("plot-fit");
+  const fs::path db = pp_sweep(dir);
+  const fs::path db_without = dir / "without.db";
+  fs::copy_file(db, db_without);
+  {
+    // Point 1 becomes the fastest by far, but it does not fit: it must not be drawn.
+    clustersim::results::Database d(db.string(), clustersim::results::Database::Mode::read_write);
+    d.query("UPDATE simulated_runs SET iteration_time_s = 1e-9, tokens_per_s = 1e15, fits = 0 WHERE point_index = 1");
+    clustersim::results::Database w(db_without.string(), clustersim::results::Database::Mode::read_write);
+    w.query("DELETE FROM simulated_runs WHERE point_index = 1");
+  }
+  const fs::path svg = dir / "with.svg", svg_without = dir / "without.svg";
+  auto r = run_cli("db plot sweep --sweep 1 --x micro_batch --y tokens_per_s --out " + svg.string() + " --db " +
+                   db.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("left out 1 point(s) of sweep 1 that do not fit in GPU memory"));
+  r = run_cli("db plot sweep --sweep 1 --x micro_batch --y tokens_per_s --out " + svg_without.string() + " --db " +
+              db_without.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  // The chart is the one drawn without the point at all.
+  const auto read_all = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string{std::istreambuf_iterator<char>(in), {}};
+  };
+  CHECK(read_all(svg) == read_all(svg_without));
+  // No point fits: a clear error, not an empty chart.
+  {
+    clustersim::results::Database d(db.string(), clustersim::results::Database::Mode::read_write);
+    d.query("UPDATE simulated_runs SET fits = 0");
+  }
+  r = run_cli("db plot sweep --sweep 1 --x micro_batch --y tokens_per_s --out " + svg.string() + " --db " +
+              db.string());
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("has no stored point that fits in GPU memory"));
+}
+
 TEST_CASE("validate, run and simulate agree on plans whose layers do not split over the stages", "[cli][hardening]") {
   const fs::path dir = temp_folder("split");
   struct Case {
