@@ -8,6 +8,7 @@
 
 #include "cli/command.hpp"
 #include "runner/provenance.hpp"
+#include "runner/serve_capacity.hpp"
 #include "runner/store.hpp"
 #include "scenarios/output_file.hpp"
 #include "scenarios/serving.hpp"
@@ -21,16 +22,57 @@ struct ServeOptions {
   std::string requests_csv;
   std::string trace;
   std::string db;  // --db FILE: also store the run there
+  double capacity = 0;  // --capacity RATE: size the fleet for this request rate
+  int jobs = 0;
   bool json = false;
 };
 
 std::string ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
+
+int capacity_command(const ServingScenario& s, const ClusterModel& cluster, const ServeOptions& o) {
+  const runner::CapacityResult r = runner::serve_capacity(s, cluster, o.capacity, o.jobs);
+  if (o.json) {
+    nlohmann::json out = {{"rate_rps", o.capacity}, {"candidates", nlohmann::json::array()}};
+    for (const auto& c : r.candidates) {
+      nlohmann::json j = {{"replicas", c.replicas}, {"tp", c.tp},           {"pp", c.pp},
+                          {"max_batched_tokens", c.max_batched_tokens}, {"gpus", c.gpus()}, {"fits", c.feasible},
+                          {"meets_slo", c.meets}};
+      if (c.feasible) j["summary"] = sim::to_json(c.summary);
+      out["candidates"].push_back(j);
+    }
+    out["best"] = r.best >= 0 ? out["candidates"][std::size_t(r.best)] : nlohmann::json();
+    std::cout << out.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << fmt::format("{:>8} {:>3} {:>3} {:>7} {:>5} {:>11} {:>11} {:>11} {:>10}\n", "replicas", "tp", "pp", "budget",
+                           "GPUs", "TTFT p99", "TPOT p99", "attainment", "");
+  for (std::size_t i = 0; i < r.candidates.size(); ++i) {
+    const auto& c = r.candidates[i];
+    if (!c.feasible) {
+      std::cout << fmt::format("{:>8} {:>3} {:>3} {:>7} {:>5} {:>11}\n", c.replicas, c.tp, c.pp, c.max_batched_tokens,
+                               c.gpus(), "does not fit");
+      continue;
+    }
+    std::cout << fmt::format("{:>8} {:>3} {:>3} {:>7} {:>5} {:>11} {:>11} {:>10.1f}% {}\n", c.replicas, c.tp, c.pp,
+                             c.max_batched_tokens, c.gpus(), ms(c.summary.ttft.p99), ms(c.summary.tpot.p99),
+                             100 * c.summary.slo_attainment, int(i) == r.best ? "<- cheapest" : (c.meets ? "meets" : ""));
+  }
+  if (r.best < 0) {
+    std::cout << fmt::format("no configuration on this cluster meets the SLOs at {} req/s\n", o.capacity);
+    return 0;
+  }
+  const auto& b = r.candidates[std::size_t(r.best)];
+  std::cout << fmt::format("cheapest at {} req/s: {} replicas x (tp {} x pp {}), budget {} tokens: {} GPUs\n", o.capacity,
+                           b.replicas, b.tp, b.pp, b.max_batched_tokens, b.gpus());
+  return 0;
+}
 
 int serve_command(const ServeOptions& o) {
   const ServingScenario s = load_serving_scenario(o.file);
   Diagnostics diag(s.source);
   const ClusterModel cluster = resolve_cluster(s.cluster, diag);
   diag.throw_if_errors();
+  if (o.capacity > 0) return capacity_command(s, cluster, o);
   if (!o.requests_csv.empty()) check_writable(o.requests_csv);
   if (!o.trace.empty()) check_writable(o.trace);
   sim::ServeOptions so;
@@ -103,6 +145,11 @@ const Registration serve_registration{
       sub.add_option("--requests-csv", o->requests_csv, "write one line per request (latencies) to this CSV file");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace of the batches (JSON) to this file");
       sub.add_option("--db", o->db, "also store the run in this results database (method \"served\")");
+      sub.add_option("--capacity", o->capacity,
+                     "find the cheapest replicas x tp x pp x token budget meeting the scenario's SLOs at this "
+                     "request rate (req/s), simulating every candidate on all cores")
+          ->check(CLI::Range(1e-6, 1e7));
+      sub.add_option("--jobs", o->jobs, "threads for --capacity (default: all cores)")->check(CLI::Range(1, 1024));
       return [o] { return serve_command(*o); };
     }};
 

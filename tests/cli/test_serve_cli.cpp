@@ -70,3 +70,23 @@ TEST_CASE("serve replays a trace file, and bad traces and scenarios exit 1 namin
   CHECK_THAT(u.output, Catch::Contains("/serving/replica") && Catch::Contains("replicas"));
   CHECK(run_cli("validate " + unknown.string()).code == 1);
 }
+
+TEST_CASE("serve --capacity finds the fewest GPUs meeting the SLOs, and more load needs more", "[serving][cli]") {
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const auto gpus_at = [&](double rate) {
+    const auto r = run_cli("serve --json --jobs 2 --capacity " + std::to_string(rate) + " " + root +
+                               "/data/scenarios/serving/llama3-8b-vllm-h100.json",
+                           false);
+    REQUIRE(r.code == 0);
+    const auto j = nlohmann::json::parse(r.output);
+    REQUIRE(j["best"].is_object());
+    // Nothing cheaper meets the SLOs.
+    for (const auto& c : j["candidates"])
+      if (c["meets_slo"].get<bool>()) CHECK(c["gpus"].get<int>() >= j["best"]["gpus"].get<int>());
+    return j["best"]["gpus"].get<int>();
+  };
+  const int low = gpus_at(4), high = gpus_at(40);
+  std::printf("serve --capacity: %d GPU(s) at 4 req/s, %d at 40 req/s\n", low, high);
+  CHECK(low == 1);
+  CHECK(high > low);
+}
