@@ -46,7 +46,10 @@ bool ReplicaScheduler::try_admit(Seq& s, i64& budget) {
   const i64 prefill = s.prefill_target - s.prefilled;
   const bool chunked = spec_.kind == SchedulerKind::sarathi;
   if (!admit_blocks(need)) return false;
-  if (prefill > 0 && !chunked && prefill > budget) return false;
+  // A whole prompt must fit the budget left, except as an iteration's first prefill: a
+  // request preempted by recompute re-prefills prompt + generated tokens, which may exceed
+  // the budget, and would otherwise wait forever (vLLM ignores such a request instead).
+  if (prefill > 0 && !chunked && prefill > budget && budget < spec_.max_batched_tokens) return false;
   if (prefill > 0 && budget <= 0) return false;
   free_blocks_ -= need;
   s.blocks = need;
