@@ -9,6 +9,8 @@
 #include "runner/provenance.hpp"
 #include "cli/report.hpp"
 #include "runner/store.hpp"
+#include "scenarios/json_reader.hpp"
+#include "scenarios/serving.hpp"
 #include "strategies/estimator.hpp"
 
 namespace clustersim::cli {
@@ -54,7 +56,15 @@ int validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const auto& f : files) {
     try {
-      (void)make_estimator(load_scenario(f));
+      // A serving scenario (a "serving" key) is checked by its own schema.
+      if (is_serving_scenario(read_json_file(f))) {
+        const ServingScenario s = load_serving_scenario(f);
+        Diagnostics diag(f);
+        (void)resolve_cluster(s.cluster, diag);
+        diag.throw_if_errors();
+      } else {
+        (void)make_estimator(load_scenario(f));
+      }
       std::cout << f << ": ok\n";
     } catch (const InputError& e) {
       ++bad;

@@ -67,4 +67,24 @@ std::int64_t store_run(const std::string& db_file, const Scenario& s, const nloh
   }
 }
 
+std::int64_t store_serving_run(const std::string& db_file, const ServingScenario& s, const nlohmann::json& result) {
+  results::RunRecord r;
+  r.method = "served";
+  r.scenario = to_json(s);
+  r.result = result;
+  r.hardware = hardware_of(s.cluster.gpu);
+  r.provenance.tool_version = tool_version;
+  r.provenance.git_revision = git_revision;
+  results::Database db(db_file, results::Database::Mode::read_write);
+  db.begin();
+  try {
+    const std::int64_t id = db.add_run(r);
+    db.commit();
+    return id;
+  } catch (...) {
+    db.rollback();
+    throw;
+  }
+}
+
 }  // namespace clustersim::runner

@@ -8,6 +8,7 @@
 
 #include "results/store.hpp"
 #include "scenarios/scenario.hpp"
+#include "scenarios/serving.hpp"
 
 namespace clustersim::runner {
 
@@ -27,5 +28,9 @@ results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, 
 // Returns the run id. Throws InputError when the file is not a usable database.
 std::int64_t store_run(const std::string& db_file, const Scenario& s, const nlohmann::json& result,
                        std::string_view method);
+
+// Stores a `clustersim serve` run (method "served"): the serving scenario's canonical
+// JSON and the command's JSON output, whose "plan" is the replica layout and scheduler.
+std::int64_t store_serving_run(const std::string& db_file, const ServingScenario& s, const nlohmann::json& result);
 
 }  // namespace clustersim::runner

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "scenarios/embedded.hpp"
+#include "scenarios/sections.hpp"
 #include "scenarios/json_reader.hpp"
 
 namespace clustersim {
@@ -276,6 +277,9 @@ void parse_simulation(const nlohmann::json& j, SimulationSpec& s, Diagnostics& d
 }
 
 }  // namespace
+
+void parse_model_section(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) { parse_model(j, m, diag); }
+void parse_cluster_section(const nlohmann::json& j, ClusterSpec& c, Diagnostics& diag) { parse_cluster(j, c, diag); }
 
 std::int64_t pipeline_blocks(const ModelSpec& m) {
   return m.family == ModelFamily::wresnet ? (m.depth - 2) / 3 : m.layers;

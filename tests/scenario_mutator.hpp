@@ -46,7 +46,12 @@ inline std::vector<nlohmann::json> shipped_scenarios() {
     if (e.path().extension() == ".json") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());  // the same seeds on every file system
   std::vector<nlohmann::json> seeds;
-  for (const auto& f : files) seeds.push_back(read_json_file(f));
+  // Serving scenarios (data/scenarios/serving/, a "serving" key) have their own schema
+  // and their own tests (tests/sim/test_serve.cpp).
+  for (const auto& f : files) {
+    auto doc = read_json_file(f);
+    if (!doc.contains("serving")) seeds.push_back(std::move(doc));
+  }
   return seeds;
 }
 

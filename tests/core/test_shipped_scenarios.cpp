@@ -18,7 +18,9 @@ namespace {
 std::vector<std::string> shipped_scenarios(const fs::path& root) {
   std::vector<std::string> files;
   for (const auto& entry : fs::recursive_directory_iterator(root / "data" / "scenarios"))
-    if (entry.path().extension() == ".json") files.push_back(fs::relative(entry.path(), root).generic_string());
+    if (entry.path().extension() == ".json" && !read_json_file(entry.path().string()).contains("serving"))
+      files.push_back(fs::relative(entry.path(), root).generic_string());
+  // Serving scenarios ("serving" key, data/scenarios/serving/) are run by tests/sim/test_serve.cpp.
   std::sort(files.begin(), files.end());
   return files;
 }

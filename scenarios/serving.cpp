@@ -1,0 +1,306 @@
+#include "scenarios/serving.hpp"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <utility>
+
+#include "scenarios/json_reader.hpp"
+#include "scenarios/sections.hpp"
+
+namespace clustersim {
+namespace {
+
+template <typename E>
+using Names = std::vector<std::pair<E, std::string_view>>;
+
+const Names<SchedulerKind>& scheduler_names() {
+  static const Names<SchedulerKind> n{{SchedulerKind::static_batching, "static"},
+                                      {SchedulerKind::orca, "orca"},
+                                      {SchedulerKind::vllm, "vllm"},
+                                      {SchedulerKind::sarathi, "sarathi"}};
+  return n;
+}
+const Names<RouterKind>& router_names() {
+  static const Names<RouterKind> n{{RouterKind::round_robin, "round-robin"},
+                                   {RouterKind::least_outstanding_tokens, "least-outstanding-tokens"}};
+  return n;
+}
+const Names<Preemption>& preemption_names() {
+  static const Names<Preemption> n{{Preemption::recompute, "recompute"}, {Preemption::swap, "swap"}};
+  return n;
+}
+const Names<LaunchMode>& launch_names() {
+  static const Names<LaunchMode> n{{LaunchMode::eager, "eager"}, {LaunchMode::cuda_graphs, "cuda-graphs"}};
+  return n;
+}
+const Names<KvLayout>& kv_names() {
+  static const Names<KvLayout> n{{KvLayout::paged, "paged"}, {KvLayout::concat, "concat"}};
+  return n;
+}
+const Names<GqaMode>& gqa_names() {
+  static const Names<GqaMode> n{{GqaMode::native, "native"}, {GqaMode::repeat_kv, "repeat-kv"}};
+  return n;
+}
+const Names<ArrivalKind>& arrival_names() {
+  static const Names<ArrivalKind> n{{ArrivalKind::trace, "trace"},
+                                    {ArrivalKind::poisson, "poisson"},
+                                    {ArrivalKind::gamma, "gamma"},
+                                    {ArrivalKind::fixed_rate, "fixed-rate"}};
+  return n;
+}
+const Names<LengthKind>& length_names() {
+  static const Names<LengthKind> n{{LengthKind::fixed, "fixed"}, {LengthKind::uniform, "uniform"}, {LengthKind::zipf, "zipf"}};
+  return n;
+}
+
+template <typename E>
+std::string_view name_of(const Names<E>& names, E e) {
+  for (const auto& [v, n] : names)
+    if (v == e) return n;
+  return "?";
+}
+
+template <typename E>
+std::optional<E> read_choice(ObjectReader& r, std::string_view key, const Names<E>& names, bool required) {
+  std::vector<std::string_view> allowed;
+  for (const auto& [v, n] : names) allowed.push_back(n);
+  const auto* v = r.get(key);
+  if (!v && !required) return std::nullopt;
+  if (!v) {
+    r.diagnostics().error(r.path(key), "required key is missing");
+    return std::nullopt;
+  }
+  if (!v->is_string()) {
+    r.diagnostics().error(r.path(key), fmt::format("expected a string, got {}", describe(*v)));
+    return std::nullopt;
+  }
+  const std::string s = v->get<std::string>();
+  for (const auto& [value, n] : names)
+    if (n == s) return value;
+  std::string list;
+  for (auto n : allowed) list += (list.empty() ? "" : " | ") + std::string(n);
+  const std::string guess = nearest(s, allowed);
+  r.diagnostics().error(r.path(key), fmt::format("expected one of {}, got \"{}\"{}", list, s,
+                                                 guess.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", guess)));
+  return std::nullopt;
+}
+
+constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+constexpr QuantityRange kLatency{0, 1e6};
+
+void parse_engine(const nlohmann::json& j, EngineSpec& e, Diagnostics& diag) {
+  ObjectReader r(j, "/serving/engine", diag, {"launch", "kv_cache", "gqa", "iteration_overhead", "memory_fraction"});
+  if (!r.valid()) return;
+  e.launch = read_choice(r, "launch", launch_names(), false).value_or(LaunchMode::eager);
+  e.kv_layout = read_choice(r, "kv_cache", kv_names(), false).value_or(KvLayout::paged);
+  e.gqa = read_choice(r, "gqa", gqa_names(), false).value_or(GqaMode::native);
+  e.iteration_overhead = r.quantity("iteration_overhead", Dimension::time, false, QuantityRange{0, 10}).value_or(0);
+  e.memory_fraction = r.number("memory_fraction", 0.01, 1.0, false).value_or(0.9);
+}
+
+void parse_scheduler(const nlohmann::json& j, SchedulerSpec& s, Diagnostics& diag) {
+  ObjectReader r(j, "/serving/scheduler", diag,
+                 {"policy", "max_batch_size", "max_batched_tokens", "block_size", "watermark", "preemption"});
+  if (!r.valid()) return;
+  if (auto k = read_choice(r, "policy", scheduler_names(), true)) s.kind = *k;
+  s.max_batch_size = r.integer("max_batch_size", 1, 1 << 20, false).value_or(256);
+  s.max_batched_tokens = r.integer("max_batched_tokens", 1, kMaxTokens, false).value_or(8192);
+  s.block_size = r.integer("block_size", 1, 1 << 16, false).value_or(16);
+  s.watermark = r.number("watermark", 0.0, 0.5, false).value_or(0.01);
+  s.preemption = read_choice(r, "preemption", preemption_names(), false).value_or(Preemption::recompute);
+}
+
+void parse_pool(ObjectReader& r, PoolSpec& p, const char* replicas, const char* tp, const char* pp, bool required) {
+  p.replicas = r.integer(replicas, 1, 1 << 20, required).value_or(1);
+  p.tp = r.integer(tp, 1, 1024, false).value_or(1);
+  p.pp = r.integer(pp, 1, 1024, false).value_or(1);
+}
+
+void parse_length(const nlohmann::json& j, const std::string& path, LengthSpec& l, Diagnostics& diag) {
+  ObjectReader r(j, path, diag, {"dist", "value", "min", "max", "exponent"});
+  if (!r.valid()) return;
+  l.kind = read_choice(r, "dist", length_names(), true).value_or(LengthKind::fixed);
+  if (l.kind == LengthKind::fixed) {
+    l.value = r.integer("value", 1, kMaxTokens).value_or(1);
+    l.min = l.max = l.value;
+    for (auto key : {"min", "max", "exponent"})
+      if (r.has(key)) diag.error(r.path(key), "not a key of the fixed distribution (it uses value)");
+    return;
+  }
+  if (r.has("value")) diag.error(r.path("value"), "only the fixed distribution has a value (use min and max)");
+  l.min = r.integer("min", 1, kMaxTokens).value_or(1);
+  l.max = r.integer("max", 1, kMaxTokens).value_or(1);
+  if (l.max < l.min) diag.error(r.path("max"), fmt::format("expected max >= min ({}), got {}", l.min, l.max));
+  if (l.kind == LengthKind::zipf) l.exponent = r.number("exponent", 0.0, 10.0, false).value_or(1.0);
+  else if (r.has("exponent")) diag.error(r.path("exponent"), "only the zipf distribution has an exponent");
+}
+
+void parse_workload(const nlohmann::json& j, WorkloadSpec& w, Diagnostics& diag) {
+  ObjectReader r(j, "/workload", diag,
+                 {"arrival", "trace", "rate", "cv", "requests", "duration", "prompt", "output", "seed", "warmup"});
+  if (!r.valid()) return;
+  w.arrival = read_choice(r, "arrival", arrival_names(), true).value_or(ArrivalKind::poisson);
+  w.seed = static_cast<std::uint64_t>(r.integer("seed", 0, INT64_MAX, false).value_or(1));
+  w.warmup = r.quantity("warmup", Dimension::time, false, kLatency).value_or(0);
+  if (w.arrival == ArrivalKind::trace) {
+    w.trace = r.string("trace").value_or("");
+    for (auto key : {"rate", "cv", "requests", "duration", "prompt", "output"})
+      if (r.has(key)) diag.error(r.path(key), "a trace workload takes arrivals and lengths from the trace file");
+    return;
+  }
+  if (r.has("trace")) diag.error(r.path("trace"), "only the trace arrival reads a file");
+  w.rate = r.number("rate", 1e-6, 1e7).value_or(1);
+  if (w.arrival == ArrivalKind::gamma) w.cv = r.number("cv", 1e-3, 100.0, false).value_or(1.0);
+  else if (r.has("cv")) diag.error(r.path("cv"), "only the gamma arrival has a cv");
+  w.requests = r.integer("requests", 1, 100000000, false).value_or(0);
+  w.duration = r.quantity("duration", Dimension::time, false, QuantityRange{0, 1e7}).value_or(0);
+  if (w.requests == 0 && w.duration == 0 && diag.ok())
+    diag.error(r.path(), "give requests or duration (how much load to generate)");
+  if (const auto* p = r.object("prompt")) parse_length(*p, "/workload/prompt", w.prompt, diag);
+  if (const auto* o = r.object("output")) parse_length(*o, "/workload/output", w.output, diag);
+}
+
+void parse_slo(const nlohmann::json& j, SloSpec& s, Diagnostics& diag) {
+  ObjectReader r(j, "/slo", diag, {"ttft", "tpot", "e2e", "attainment"});
+  if (!r.valid()) return;
+  s.ttft = r.quantity("ttft", Dimension::time, false, kLatency).value_or(0);
+  s.tpot = r.quantity("tpot", Dimension::time, false, kLatency).value_or(0);
+  s.e2e = r.quantity("e2e", Dimension::time, false, kLatency).value_or(0);
+  s.attainment = r.number("attainment", 0.0, 1.0, false).value_or(0.9);
+}
+
+void check_serving(const ServingScenario& s, Diagnostics& diag) {
+  const auto& m = s.model;
+  if (m.family != ModelFamily::llama && m.family != ModelFamily::gpt)
+    diag.error("/model/family", fmt::format("serving models llama and gpt, got \"{}\"", to_string(m.family)));
+  const auto check_pool = [&](const PoolSpec& p, const std::string& where) {
+    if (m.heads && m.heads % p.tp != 0)
+      diag.error(where + "/tp", fmt::format("tp ({}) must divide heads ({})", p.tp, m.heads));
+    if (m.layers && m.layers < p.pp)
+      diag.error(where + "/pp", fmt::format("pp ({}) exceeds layers ({})", p.pp, m.layers));
+    if (p.tp * p.pp > s.cluster.gpus_per_node && p.tp > s.cluster.gpus_per_node)
+      diag.error(where + "/tp", fmt::format("tp ({}) exceeds gpus_per_node ({})", p.tp, s.cluster.gpus_per_node));
+  };
+  check_pool(s.pool, "/serving");
+  if (s.disaggregation.enabled) check_pool(s.disaggregation.prefill, "/serving/disaggregation");
+  const std::int64_t gpus = s.pool.gpus() + (s.disaggregation.enabled ? s.disaggregation.prefill.gpus() : 0);
+  if (gpus > s.cluster.total_gpus())
+    diag.error("/serving/replicas", fmt::format("the replicas need {} GPUs, the cluster has {}", gpus, s.cluster.total_gpus()));
+  const auto& w = s.workload;
+  if (w.arrival != ArrivalKind::trace && m.seq_len) {
+    const std::int64_t longest = w.prompt.max + w.output.max;
+    if (longest > m.seq_len)
+      diag.error("/workload/prompt/max",
+                 fmt::format("prompt + output tokens ({}) exceed the model's seq_len ({}), its longest context", longest, m.seq_len));
+  }
+  if (s.scheduler.kind == SchedulerKind::sarathi && s.scheduler.max_batched_tokens < s.scheduler.max_batch_size)
+    diag.error("/serving/scheduler/max_batched_tokens",
+               fmt::format("the token budget ({}) must hold one decode token of each of max_batch_size ({}) requests",
+                           s.scheduler.max_batched_tokens, s.scheduler.max_batch_size));
+  if (s.scheduler.kind != SchedulerKind::sarathi && w.arrival != ArrivalKind::trace &&
+      w.prompt.max > s.scheduler.max_batched_tokens)
+    diag.error("/serving/scheduler/max_batched_tokens",
+               fmt::format("a whole prompt ({} tokens) must fit the iteration's token budget without chunked prefill, got {}",
+                           w.prompt.max, s.scheduler.max_batched_tokens));
+}
+
+}  // namespace
+
+std::string_view to_string(SchedulerKind e) { return name_of(scheduler_names(), e); }
+std::string_view to_string(RouterKind e) { return name_of(router_names(), e); }
+std::string_view to_string(Preemption e) { return name_of(preemption_names(), e); }
+
+bool is_serving_scenario(const nlohmann::json& doc) { return doc.is_object() && doc.contains("serving"); }
+
+ServingScenario parse_serving_scenario(const nlohmann::json& doc, Diagnostics& diag) {
+  ServingScenario s;
+  s.source = diag.file();
+  ObjectReader r(doc, "", diag, {"name", "description", "model", "cluster", "serving", "workload", "slo"});
+  if (!r.valid()) return s;
+  s.name = r.string("name", false).value_or("unnamed");
+  s.description = r.string("description", false).value_or("");
+  const std::size_t before = diag.count();
+  if (const auto* m = r.object("model")) parse_model_section(*m, s.model, diag);
+  if (const auto* c = r.object("cluster")) parse_cluster_section(*c, s.cluster, diag);
+  if (const auto* sv = r.object("serving")) {
+    ObjectReader sr(*sv, "/serving", diag, {"engine", "replicas", "tp", "pp", "disaggregation", "scheduler", "router"});
+    if (sr.valid()) {
+      if (const auto* e = sr.object("engine", false)) parse_engine(*e, s.engine, diag);
+      parse_pool(sr, s.pool, "replicas", "tp", "pp", true);
+      if (const auto* d = sr.object("disaggregation", false)) {
+        ObjectReader dr(*d, "/serving/disaggregation", diag, {"prefill_replicas", "tp", "pp"});
+        if (dr.valid()) {
+          s.disaggregation.enabled = true;
+          parse_pool(dr, s.disaggregation.prefill, "prefill_replicas", "tp", "pp", true);
+        }
+      }
+      if (const auto* sc = sr.object("scheduler")) parse_scheduler(*sc, s.scheduler, diag);
+      s.router = read_choice(sr, "router", router_names(), false).value_or(RouterKind::round_robin);
+    }
+  }
+  if (const auto* w = r.object("workload")) parse_workload(*w, s.workload, diag);
+  if (const auto* slo = r.object("slo", false)) parse_slo(*slo, s.slo, diag);
+  if (diag.count() == before) check_serving(s, diag);
+  return s;
+}
+
+ServingScenario load_serving_scenario(const std::string& file) {
+  const auto doc = read_json_file(file);
+  Diagnostics diag(file);
+  ServingScenario s = parse_serving_scenario(doc, diag);
+  if (s.workload.arrival == ArrivalKind::trace && !s.workload.trace.empty()) {
+    namespace fs = std::filesystem;
+    fs::path p(s.workload.trace);
+    if (p.is_relative()) p = fs::path(file).parent_path() / p;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec))
+      diag.error("/workload/trace", fmt::format("no such trace file \"{}\" (looked for {})", s.workload.trace, p.string()));
+    s.workload.trace = p.lexically_normal().string();
+  }
+  diag.throw_if_errors();
+  return s;
+}
+
+nlohmann::json to_json(const ServingScenario& s) {
+  using nlohmann::json;
+  const auto pool = [](const PoolSpec& p) { return json{{"replicas", p.replicas}, {"tp", p.tp}, {"pp", p.pp}}; };
+  const auto length = [](const LengthSpec& l) {
+    return json{{"dist", name_of(length_names(), l.kind)}, {"min", l.min}, {"max", l.max}, {"exponent", l.exponent}};
+  };
+  json j;
+  j["name"] = s.name;
+  j["model"] = {{"family", to_string(s.model.family)}, {"hidden", s.model.hidden},   {"layers", s.model.layers},
+                {"heads", s.model.heads},                {"kv_heads", s.model.kv_heads}, {"ffn_hidden", s.model.ffn_hidden},
+                {"vocab", s.model.vocab},                {"seq_len", s.model.seq_len}, {"tie_embeddings", s.model.tie_embeddings}};
+  j["cluster"] = {{"gpu", s.cluster.gpu}, {"nodes", s.cluster.nodes}, {"gpus_per_node", s.cluster.gpus_per_node}};
+  j["engine"] = {{"launch", name_of(launch_names(), s.engine.launch)},
+                 {"kv_cache", name_of(kv_names(), s.engine.kv_layout)},
+                 {"gqa", name_of(gqa_names(), s.engine.gqa)},
+                 {"iteration_overhead_s", s.engine.iteration_overhead},
+                 {"memory_fraction", s.engine.memory_fraction}};
+  j["pool"] = pool(s.pool);
+  if (s.disaggregation.enabled) j["prefill_pool"] = pool(s.disaggregation.prefill);
+  j["scheduler"] = {{"policy", to_string(s.scheduler.kind)},
+                    {"max_batch_size", s.scheduler.max_batch_size},
+                    {"max_batched_tokens", s.scheduler.max_batched_tokens},
+                    {"block_size", s.scheduler.block_size},
+                    {"watermark", s.scheduler.watermark},
+                    {"preemption", to_string(s.scheduler.preemption)}};
+  j["router"] = to_string(s.router);
+  const auto& w = s.workload;
+  j["workload"] = {{"arrival", name_of(arrival_names(), w.arrival)}, {"seed", w.seed}, {"warmup_s", w.warmup}};
+  if (w.arrival == ArrivalKind::trace) {
+    j["workload"]["trace"] = w.trace;
+  } else {
+    j["workload"]["rate"] = w.rate;
+    j["workload"]["cv"] = w.cv;
+    j["workload"]["requests"] = w.requests;
+    j["workload"]["duration_s"] = w.duration;
+    j["workload"]["prompt"] = length(w.prompt);
+    j["workload"]["output"] = length(w.output);
+  }
+  j["slo"] = {{"ttft_s", s.slo.ttft}, {"tpot_s", s.slo.tpot}, {"e2e_s", s.slo.e2e}, {"attainment", s.slo.attainment}};
+  return j;
+}
+
+}  // namespace clustersim

@@ -1,0 +1,114 @@
+// The serving scenario (`clustersim serve FILE`): model and cluster sections as in a
+// training scenario, the engine that runs the model, the replicas and their tp x pp,
+// the scheduler and its knobs, the router, the workload and the SLOs. Plain structs in
+// SI units; parsing reports every problem with file and JSON path. The schema is
+// documented in docs/serving.md.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "scenarios/diagnostics.hpp"
+#include "scenarios/scenario.hpp"
+
+namespace clustersim {
+
+// What the software running the model does per iteration, beyond the GPU kernels.
+enum class LaunchMode { eager, cuda_graphs };
+// How the KV cache is stored: paged blocks written in place (vLLM, transformers'
+// continuous batching) or one contiguous tensor per layer that grows by torch.cat
+// (transformers' DynamicCache: each step copies the whole cache).
+enum class KvLayout { paged, concat };
+// How grouped-query attention reads K and V: natively (each KV head read once) or after
+// repeat_kv expands them to every query head (transformers' eager/sdpa path).
+enum class GqaMode { native, repeat_kv };
+
+struct EngineSpec {
+  LaunchMode launch = LaunchMode::eager;
+  KvLayout kv_layout = KvLayout::paged;
+  GqaMode gqa = GqaMode::native;
+  Seconds iteration_overhead = 0;  // host work per iteration outside the forward (scheduling, sampling)
+  double memory_fraction = 0.9;    // share of the GPU's usable memory the engine may take
+};
+
+enum class SchedulerKind { static_batching, orca, vllm, sarathi };
+enum class Preemption { recompute, swap };
+enum class RouterKind { round_robin, least_outstanding_tokens };
+
+struct SchedulerSpec {
+  SchedulerKind kind = SchedulerKind::vllm;
+  std::int64_t max_batch_size = 256;           // requests running at once (vLLM max_num_seqs)
+  std::int64_t max_batched_tokens = 8192;      // tokens per iteration (Sarathi: the token budget)
+  std::int64_t block_size = 16;                // KV-cache block, tokens
+  double watermark = 0.01;                     // share of blocks kept free at admission
+  Preemption preemption = Preemption::recompute;
+};
+
+struct PoolSpec {
+  std::int64_t replicas = 1, tp = 1, pp = 1;
+  std::int64_t gpus() const { return replicas * tp * pp; }
+};
+
+// Prefill/decode disaggregation: prefill instances hand each request's KV cache to a
+// decode instance; `pool` then describes the decode pool.
+struct DisaggregationSpec {
+  bool enabled = false;
+  PoolSpec prefill;
+};
+
+enum class ArrivalKind { trace, poisson, gamma, fixed_rate };
+enum class LengthKind { fixed, uniform, zipf };
+
+struct LengthSpec {
+  LengthKind kind = LengthKind::fixed;
+  std::int64_t value = 0;           // fixed
+  std::int64_t min = 1, max = 1;    // uniform, zipf (support)
+  double exponent = 1.0;            // zipf
+};
+
+struct WorkloadSpec {
+  ArrivalKind arrival = ArrivalKind::poisson;
+  std::string trace;               // CSV or JSONL (trace); relative to the scenario file
+  double rate = 1;                 // requests per second
+  double cv = 1;                   // gamma: coefficient of variation of the gaps
+  std::int64_t requests = 0;       // generated requests (or 0 with duration)
+  Seconds duration = 0;            // generate until this time
+  LengthSpec prompt, output;
+  std::uint64_t seed = 1;
+  Seconds warmup = 0;              // requests arriving before this are not measured
+};
+
+struct SloSpec {
+  Seconds ttft = 0;  // 0: no target
+  Seconds tpot = 0;
+  Seconds e2e = 0;
+  double attainment = 0.9;  // goodput's target share
+};
+
+struct ServingScenario {
+  std::string name, description, source;
+  ModelSpec model;
+  ClusterSpec cluster;
+  EngineSpec engine;
+  PoolSpec pool;
+  DisaggregationSpec disaggregation;
+  SchedulerSpec scheduler;
+  RouterKind router = RouterKind::round_robin;
+  WorkloadSpec workload;
+  SloSpec slo;
+};
+
+std::string_view to_string(SchedulerKind);
+std::string_view to_string(RouterKind);
+std::string_view to_string(Preemption);
+
+// Whether a JSON document is a serving scenario (it has a "serving" key).
+bool is_serving_scenario(const nlohmann::json& doc);
+ServingScenario parse_serving_scenario(const nlohmann::json& doc, Diagnostics& diag);
+// Reads, parses, validates; a trace path is made relative to the file. Throws InputError.
+ServingScenario load_serving_scenario(const std::string& file);
+// Canonical JSON (defaults filled in), for hashing and storing.
+nlohmann::json to_json(const ServingScenario& s);
+
+}  // namespace clustersim

@@ -1,0 +1,395 @@
+#include "sim/serve.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <memory>
+#include <queue>
+
+#include "costmodel/collectives.hpp"
+#include "strategies/serving_batch.hpp"
+#include "strategies/serving_workload.hpp"
+
+namespace clustersim::sim {
+namespace {
+using i64 = std::int64_t;
+
+struct Replica {
+  const BatchTimeModel* model = nullptr;
+  std::unique_ptr<ReplicaScheduler> sched;
+  bool prefill_only = false;
+  bool busy = false;
+  i64 first_gpu = 0;  // where its GPUs start (replicas are packed in order)
+  i64 pending_tokens = 0;  // routed here, still in a KV transfer
+  double used_block_seconds = 0;
+};
+
+struct Event {
+  Seconds t = 0;
+  int kind = 0;  // 0: an iteration ends, 2: a KV transfer ends (arrivals come from their own list: 1)
+  i64 seq = 0;
+  i64 a = 0, b = 0;
+  bool operator>(const Event& o) const {
+    if (t != o.t) return t > o.t;
+    if (kind != o.kind) return kind > o.kind;
+    return seq > o.seq;
+  }
+};
+
+// Token gaps in 1% logarithmic bins from 1 us: percentiles without keeping every gap.
+class GapHistogram {
+ public:
+  void add(double gap) {
+    const double x = std::max(gap, kMin);
+    const auto i = static_cast<std::size_t>(std::floor(std::log(x / kMin) / std::log(kStep)));
+    if (i >= bins_.size()) bins_.resize(i + 1, 0);
+    ++bins_[i];
+    ++n_;
+    sum_ += gap;
+  }
+  Percentiles percentiles() const {
+    Percentiles p;
+    if (n_ == 0) return p;
+    p.mean = sum_ / double(n_);
+    const auto at = [&](double q) {
+      const auto rank = static_cast<i64>(std::ceil(q * double(n_)));
+      i64 c = 0;
+      for (std::size_t i = 0; i < bins_.size(); ++i) {
+        c += bins_[i];
+        if (c >= rank) return kMin * std::pow(kStep, double(i) + 0.5);
+      }
+      return kMin * std::pow(kStep, double(bins_.size()));
+    };
+    p.p50 = at(0.5);
+    p.p90 = at(0.9);
+    p.p99 = at(0.99);
+    return p;
+  }
+
+ private:
+  static constexpr double kMin = 1e-6, kStep = 1.01;
+  std::vector<i64> bins_;
+  i64 n_ = 0;
+  double sum_ = 0;
+};
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / double(v.size());
+  const auto at = [&](double q) {
+    const auto rank = static_cast<std::size_t>(std::ceil(q * double(v.size())));
+    return v[std::max<std::size_t>(rank, 1) - 1];
+  };
+  p.p50 = at(0.5);
+  p.p90 = at(0.9);
+  p.p99 = at(0.99);
+  return p;
+}
+
+// A request's KV cache from a prefill instance to a decode instance: each of the prefill
+// instance's tp ranks sends its share of the heads point to point, over NVLink inside a
+// node, else through the nodes' NICs (the ranks of one instance share them).
+Seconds transfer_time(const ClusterModel& c, const BatchTimeModel& prefill, Bytes bytes, i64 from_gpu, i64 to_gpu) {
+  const i64 tp = prefill.tp();
+  const bool same_node = from_gpu / c.gpus_per_node == to_gpu / c.gpus_per_node;
+  const Group pair{2, same_node ? 2 : 1, 0};
+  return collective_time(c, Collective::send_recv, bytes / double(tp), pair, same_node ? 1.0 : 1.0 / double(tp));
+}
+}  // namespace
+
+ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& cluster, const ServeOptions& opt) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  const std::vector<ServeRequest> reqs = make_workload(s.workload);
+  const bool disagg = s.disaggregation.enabled;
+  const PoolSpec& dpool = s.pool;
+  const BatchTimeModel decode_model(s.model, cluster, s.engine, dpool.tp, dpool.pp);
+  std::unique_ptr<BatchTimeModel> prefill_model;
+  if (disagg)
+    prefill_model = std::make_unique<BatchTimeModel>(s.model, cluster, s.engine, s.disaggregation.prefill.tp,
+                                                     s.disaggregation.prefill.pp);
+  const auto& sc = s.scheduler;
+  const KvCapacity dcap = decode_model.kv_capacity(sc.block_size, sc.max_batched_tokens, sc.max_batch_size);
+  KvCapacity pcap;
+  if (disagg) pcap = prefill_model->kv_capacity(sc.block_size, sc.max_batched_tokens, sc.max_batch_size);
+
+  // Inputs the replicas can never serve are errors, not hangs.
+  const auto fit_error = [&](const KvCapacity& k, const char* path) {
+    if (!k.fits())
+      throw InputError(s.source, path,
+                       fmt::format("the model does not fit: {:.2f} GiB of weights and {:.2f} GiB of workspace per GPU "
+                                   "leave no KV cache in {:.2f} GiB (raise tp or pp, or memory_fraction)",
+                                   k.weights / (1 << 30), k.workspace / (1 << 30), k.budget / (1 << 30)));
+  };
+  fit_error(dcap, "/serving/tp");
+  if (disagg) fit_error(pcap, "/serving/disaggregation/tp");
+  const std::string wpath = s.workload.arrival == ArrivalKind::trace ? "/workload/trace" : "/workload";
+  for (const auto& r : reqs) {
+    const auto check = [&](const KvCapacity& k, i64 tokens) {
+      const i64 usable = k.blocks - static_cast<i64>(sc.watermark * double(k.blocks));
+      if ((tokens + sc.block_size - 1) / sc.block_size > usable)
+        throw InputError(s.source, wpath,
+                         fmt::format("request {} needs the KV cache of {} tokens, a replica holds {} ({} blocks of {})",
+                                     r.id, tokens, usable * sc.block_size, usable, sc.block_size));
+    };
+    check(dcap, r.prompt + r.output);
+    if (disagg) check(pcap, r.prompt + 1);
+    if (sc.kind != SchedulerKind::sarathi && r.prompt > sc.max_batched_tokens)
+      throw InputError(s.source, wpath,
+                       fmt::format("request {} has a {}-token prompt, above max_batched_tokens ({}) of a scheduler "
+                                   "without chunked prefill",
+                                   r.id, r.prompt, sc.max_batched_tokens));
+  }
+
+  std::vector<Replica> reps;
+  i64 gpu = 0;
+  if (disagg) {
+    for (i64 i = 0; i < s.disaggregation.prefill.replicas; ++i) {
+      Replica r;
+      r.model = prefill_model.get();
+      r.sched = std::make_unique<ReplicaScheduler>(sc, pcap.blocks, true);
+      r.prefill_only = true;
+      r.first_gpu = gpu;
+      gpu += s.disaggregation.prefill.tp * s.disaggregation.prefill.pp;
+      reps.push_back(std::move(r));
+    }
+  }
+  const i64 first_decode = i64(reps.size());
+  for (i64 i = 0; i < dpool.replicas; ++i) {
+    Replica r;
+    r.model = &decode_model;
+    r.sched = std::make_unique<ReplicaScheduler>(sc, dcap.blocks, false);
+    r.first_gpu = gpu;
+    gpu += dpool.tp * dpool.pp;
+    reps.push_back(std::move(r));
+  }
+
+  ServeResult out;
+  out.records.resize(reqs.size());
+  for (const auto& r : reqs) {
+    auto& rec = out.records[std::size_t(r.id)];
+    rec.id = r.id;
+    rec.arrival = r.arrival;
+    rec.prompt = r.prompt;
+    rec.output = r.output;
+  }
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+  i64 seq = 0;
+  std::vector<i64> rr(2, 0);  // round-robin cursors: entry pool, decode pool (disaggregation)
+  const auto route = [&](i64 lo, i64 hi, int cursor) {
+    if (s.router == RouterKind::round_robin) {
+      const i64 r = lo + rr[cursor] % (hi - lo);
+      ++rr[cursor];
+      return r;
+    }
+    i64 best = lo;
+    for (i64 i = lo + 1; i < hi; ++i) {
+      const auto load = [&](i64 k) { return reps[k].sched->outstanding_tokens() + reps[k].pending_tokens; };
+      if (load(i) < load(best)) best = i;
+    }
+    return best;
+  };
+
+  BatchShape shape;
+  std::vector<TokenEvent> tokens;
+  GapHistogram gaps;
+  i64 iterations = 0;
+  double batch_tokens = 0;
+  const double block_bytes = decode_model.kv_bytes_per_token() * double(sc.block_size);
+  const auto start = [&](i64 ri, Seconds now) {
+    Replica& r = reps[std::size_t(ri)];
+    i64 swap_blocks = 0;
+    if (!r.sched->schedule(shape, swap_blocks)) {
+      r.busy = false;
+      return;
+    }
+    const BatchTime bt = r.model->time(shape);
+    // Swapping moves blocks over PCIe before the forward runs.
+    const Seconds swap = swap_blocks > 0 ? double(swap_blocks) * block_bytes / cluster.gpu.pcie_bandwidth : 0.0;
+    const Seconds dur = bt.total + swap;
+    r.busy = true;
+    r.used_block_seconds += double(r.sched->used_blocks()) * dur;
+    ++iterations;
+    batch_tokens += double(shape.tokens());
+    if (opt.keep_iterations) {
+      ServeIteration it;
+      it.replica = std::int32_t(ri);
+      it.start = now;
+      it.duration = dur;
+      it.decodes = std::int32_t(shape.decodes);
+      it.prefills = std::int32_t(shape.prefills.size());
+      it.prefill_tokens = shape.tokens() - shape.decodes;
+      it.kv_used = r.sched->total_blocks() ? double(r.sched->used_blocks()) / double(r.sched->total_blocks()) : 0;
+      out.iterations.push_back(it);
+    }
+    events.push({now + dur, 0, seq++, ri, 0});
+  };
+
+  std::size_t next = 0;
+  Seconds now = 0;
+  const i64 entry_hi = disagg ? first_decode : i64(reps.size());
+  while (next < reqs.size() || !events.empty()) {
+    const bool take_arrival =
+        next < reqs.size() && (events.empty() || reqs[next].arrival < events.top().t ||
+                               (reqs[next].arrival == events.top().t && events.top().kind > 1));
+    if (take_arrival) {
+      const ServeRequest& r = reqs[next++];
+      now = r.arrival;
+      const i64 ri = route(0, entry_hi, 0);
+      out.records[std::size_t(r.id)].replica = ri;
+      if (disagg) out.records[std::size_t(r.id)].prefill_replica = ri;
+      reps[std::size_t(ri)].sched->add(r);
+      if (!reps[std::size_t(ri)].busy) start(ri, now);
+      continue;
+    }
+    const Event e = events.top();
+    events.pop();
+    now = e.t;
+    if (e.kind == 2) {
+      Replica& d = reps[std::size_t(e.b)];
+      const auto& rec = out.records[std::size_t(e.a)];
+      d.pending_tokens -= rec.output - 1;
+      d.sched->add(ServeRequest{rec.id, rec.arrival, rec.prompt, rec.output}, true);
+      if (!d.busy) start(e.b, now);
+      continue;
+    }
+    Replica& r = reps[std::size_t(e.a)];
+    r.sched->complete(tokens);
+    for (const TokenEvent& t : tokens) {
+      auto& rec = out.records[std::size_t(t.id)];
+      ++rec.tokens;
+      if (t.index == 1) {
+        rec.first_token = now;
+      } else {
+        const Seconds gap = now - rec.last_token;
+        rec.max_tbt = std::max(rec.max_tbt, gap);
+        if (rec.arrival >= s.workload.warmup) gaps.add(gap);
+      }
+      rec.last_token = now;
+      if (r.prefill_only && t.finished && rec.output > 1) {
+        const i64 d = route(first_decode, i64(reps.size()), 1);
+        rec.replica = d;
+        rec.kv_transfer = transfer_time(cluster, *r.model, r.model->kv_bytes_of_request(rec.prompt), r.first_gpu,
+                                        reps[std::size_t(d)].first_gpu);
+        reps[std::size_t(d)].pending_tokens += rec.output - 1;
+        events.push({now + rec.kv_transfer, 2, seq++, t.id, d});
+      }
+    }
+    start(e.a, now);
+  }
+
+  // Summary over the measured requests (arrived after the warm-up).
+  ServeSummary& sm = out.summary;
+  sm.requests = i64(reqs.size());
+  std::vector<double> ttft, tpot, e2e;
+  Seconds window_start = -1, window_end = 0;
+  i64 good = 0;
+  double out_tokens = 0, transfer = 0;
+  for (const auto& rec : out.records) {
+    sm.makespan = std::max(sm.makespan, rec.last_token);
+    if (rec.arrival < s.workload.warmup) continue;
+    ++sm.measured;
+    ttft.push_back(rec.ttft());
+    e2e.push_back(rec.e2e());
+    if (rec.output > 1) tpot.push_back(rec.tpot());
+    if (window_start < 0) window_start = rec.arrival;
+    window_end = std::max(window_end, rec.last_token);
+    out_tokens += double(rec.output);
+    transfer += rec.kv_transfer;
+    const bool ok = (s.slo.ttft <= 0 || rec.ttft() <= s.slo.ttft) && (s.slo.tpot <= 0 || rec.tpot() <= s.slo.tpot) &&
+                    (s.slo.e2e <= 0 || rec.e2e() <= s.slo.e2e);
+    good += ok ? 1 : 0;
+  }
+  sm.ttft = percentiles(ttft);
+  sm.tpot = percentiles(tpot);
+  sm.e2e = percentiles(e2e);
+  sm.tbt = gaps.percentiles();
+  const double window = window_end - std::max(0.0, window_start);
+  if (window > 0) {
+    sm.throughput_rps = double(sm.measured) / window;
+    sm.output_tokens_per_s = out_tokens / window;
+    sm.goodput_rps = double(good) / window;
+  }
+  sm.slo_attainment = sm.measured ? double(good) / double(sm.measured) : 0;
+  sm.iterations = iterations;
+  sm.mean_batch_tokens = iterations ? batch_tokens / double(iterations) : 0;
+  sm.kv_blocks = dcap.blocks;
+  sm.kv_block_size = sc.block_size;
+  sm.prefill_kv_blocks = disagg ? pcap.blocks : 0;
+  sm.kv_transfer_mean = sm.measured ? transfer / double(sm.measured) : 0;
+  double used = 0, capacity = 0;
+  for (std::size_t i = std::size_t(first_decode); i < reps.size(); ++i) {
+    const auto& st = reps[i].sched->stats();
+    sm.kv_peak_use = std::max(sm.kv_peak_use, double(st.peak_blocks) / double(reps[i].sched->total_blocks()));
+    used += reps[i].used_block_seconds;
+    capacity += double(reps[i].sched->total_blocks()) * sm.makespan;
+  }
+  for (const auto& r : reps) {
+    sm.preemptions += r.sched->stats().preemptions;
+    sm.swapped_blocks += r.sched->stats().swapped_out_blocks;
+  }
+  sm.kv_mean_use = capacity > 0 ? used / capacity : 0;
+  sm.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return out;
+}
+
+nlohmann::json to_json(const ServeSummary& s) {
+  const auto pct = [](const Percentiles& p) {
+    return nlohmann::json{{"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+  };
+  return {{"requests", s.requests},
+          {"measured_requests", s.measured},
+          {"makespan_s", s.makespan},
+          {"ttft_s", pct(s.ttft)},
+          {"tpot_s", pct(s.tpot)},
+          {"tbt_s", pct(s.tbt)},
+          {"e2e_s", pct(s.e2e)},
+          {"throughput_rps", s.throughput_rps},
+          {"output_tokens_per_s", s.output_tokens_per_s},
+          {"slo_attainment", s.slo_attainment},
+          {"goodput_rps", s.goodput_rps},
+          {"preemptions", s.preemptions},
+          {"swapped_blocks", s.swapped_blocks},
+          {"iterations", s.iterations},
+          {"mean_batch_tokens", s.mean_batch_tokens},
+          {"kv_blocks_per_replica", s.kv_blocks},
+          {"kv_block_size", s.kv_block_size},
+          {"kv_peak_use", s.kv_peak_use},
+          {"kv_mean_use", s.kv_mean_use},
+          {"prefill_kv_blocks_per_replica", s.prefill_kv_blocks},
+          {"kv_transfer_mean_s", s.kv_transfer_mean}};
+}
+
+std::string requests_csv(const ServeResult& r) {
+  std::string out = "id,arrival_s,prompt_tokens,output_tokens,replica,prefill_replica,ttft_s,tpot_s,e2e_s,max_tbt_s,kv_transfer_s\n";
+  for (const auto& x : r.records)
+    out += fmt::format("{},{:.9g},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}\n", x.id, x.arrival, x.prompt, x.output,
+                       x.replica, x.prefill_replica, x.ttft(), x.tpot(), x.e2e(), x.max_tbt, x.kv_transfer);
+  return out;
+}
+
+nlohmann::json perfetto_trace(const ServeResult& r) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (const auto& it : r.iterations) {
+    const double ts = it.start * 1e6;
+    ev.push_back({{"name", it.prefills ? (it.decodes ? "mixed" : "prefill") : "decode"},
+                  {"ph", "X"},
+                  {"pid", 0},
+                  {"tid", it.replica},
+                  {"ts", ts},
+                  {"dur", it.duration * 1e6},
+                  {"args", {{"decodes", it.decodes}, {"prefills", it.prefills}, {"prefill_tokens", it.prefill_tokens}}}});
+    ev.push_back({{"name", fmt::format("kv use replica {}", it.replica)},
+                  {"ph", "C"},
+                  {"pid", 0},
+                  {"ts", ts},
+                  {"args", {{"used", it.kv_used}}}});
+  }
+  return {{"traceEvents", ev}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace clustersim::sim

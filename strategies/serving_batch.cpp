@@ -1,0 +1,234 @@
+#include "strategies/serving_batch.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "strategies/op_timing.hpp"
+#include "strategies/rules.hpp"
+
+namespace clustersim {
+namespace {
+using i64 = std::int64_t;
+constexpr double kElement = 2;  // bf16 weights, activations and KV cache
+
+// The model's forward graph at one token (one sequence of length 1): every token-wise
+// op's shape and bytes are then per token and scale with the batch's token count.
+ModelGraph unit_graph(const ModelSpec& m, bool eager) {
+  ModelSpec one = m;
+  one.seq_len = 1;
+  one.dropout = 0;  // inference
+  GraphStyle style;
+  style.activation_bytes = kElement;
+  style.residual_bytes = kElement;
+  style.eager = eager;
+  return build_model_graph(one, 1, style);
+}
+
+// The op at `tokens` tokens: matmuls grow in M, memory-bound ops and collectives in bytes.
+Op at_tokens(const Op& op, i64 tokens) {
+  Op o = op;
+  const double t = double(tokens);
+  if (o.kind == OpKind::matmul) o.m = op.m * tokens;
+  o.fwd_bytes = op.fwd_bytes * t;
+  o.comm_bytes = op.comm_bytes * t;
+  return o;
+}
+
+bool token_wise(const Op& op) { return op.kind != OpKind::attention && op.role != OpRole::saved_marker; }
+}  // namespace
+
+i64 BatchShape::tokens() const {
+  i64 t = decodes;
+  for (const auto& p : prefills) t += p.tokens;
+  return t;
+}
+
+BatchTimeModel::BatchTimeModel(const ModelSpec& model, const ClusterModel& cluster, const EngineSpec& engine, i64 tp,
+                               i64 pp)
+    : model_(model),
+      cluster_(cluster),
+      engine_(engine),
+      tp_(tp),
+      pp_(pp),
+      layers_per_stage_((model.layers + pp - 1) / pp),
+      heads_gpu_(std::max<i64>(1, model.heads / tp)),
+      // Fewer kv heads than tp ranks: each rank keeps a replica of one kv head.
+      kv_heads_gpu_(std::max<i64>(1, model.kv_heads / tp)),
+      unit_(unit_graph(model, engine.launch == LaunchMode::eager)),
+      km_(cluster_.gpu),
+      tp_group_{tp, std::min(tp, cluster.gpus_per_node), 1} {
+  for (const Op& op : unit_.blocks[1].ops)
+    if (token_wise(op)) kernels_per_layer_ += op_kernels(op).forward + (op.kind == OpKind::tp_exit && tp > 1 ? 1 : 0);
+  for (int b : {0, 2})
+    for (const Op& op : unit_.blocks[b].ops)
+      if (token_wise(op)) kernels_outside_ += op_kernels(op).forward;
+}
+
+BatchTimeModel::Dense BatchTimeModel::compute_layer_dense(i64 tokens) const {
+  const ShardingContext ctx{tp_, 1, false, DType::bf16, DType::bf16};
+  Dense d;
+  for (const Op& op : unit_.blocks[1].ops) {
+    if (!token_wise(op)) continue;
+    const OpTiming t = time_op(at_tokens(op, tokens), ctx, km_);
+    d.gpu += t.forward;
+    if (t.forward_comm.active() && tp_ > 1)
+      d.comm += collective_time(cluster_, t.forward_comm.kind, t.forward_comm.bytes, tp_group_, 1.0);
+  }
+  return d;
+}
+
+BatchTimeModel::Dense BatchTimeModel::layer_dense(i64 tokens) const {
+  if (tokens <= 0) return {};
+  const auto i = static_cast<std::size_t>(tokens);
+  if (i >= dense_cache_.size()) {
+    dense_cache_.resize(i + 1);
+    dense_known_.resize(i + 1, false);
+  }
+  if (!dense_known_[i]) {
+    dense_cache_[i] = compute_layer_dense(tokens);
+    dense_known_[i] = true;
+  }
+  return dense_cache_[i];
+}
+
+// Attention and KV-cache traffic of one layer on one GPU.
+Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
+  const double hd = double(model_.head_dim());
+  const double kv_token = 2.0 * double(kv_heads_gpu_) * hd * kElement;  // K and V of one token
+  const double q_token = double(heads_gpu_) * hd * kElement;
+  const bool expand = engine_.gqa == GqaMode::repeat_kv && heads_gpu_ > kv_heads_gpu_;
+  // K and V as attention reads them: expanded to every query head by repeat_kv.
+  const double read_token = expand ? 2.0 * double(heads_gpu_) * hd * kElement : kv_token;
+  Seconds t = 0;
+  Bytes cache_traffic = 0;  // the cache write (paged) or the concatenation's copy
+  int cache_kernels = 0;
+  double context_total = 0;  // tokens whose K and V are in the cache after this iteration
+  if (b.decodes > 0) {
+    // One query token per request against its whole context: memory-bound.
+    const Bytes bytes = b.decode_context * read_token + 2.0 * double(b.decodes) * q_token;
+    t += km_.memory(bytes, 1);
+    context_total += b.decode_context;
+  }
+  for (const auto& p : b.prefills) {
+    const i64 keys = p.context + p.tokens;
+    // Causal chunk: each of the c queries sees the p cached keys and on average half of
+    // the chunk: c (p + c/2) score entries.
+    const double eff_keys = double(p.context) + double(p.tokens) / 2.0;
+    const Bytes bytes = double(p.tokens) * 2 * q_token + double(keys) * read_token;
+    const double work_keys = std::max(1.0, eff_keys);
+    t += km_.attention_forward(heads_gpu_, p.tokens, static_cast<i64>(std::llround(work_keys)), model_.head_dim(),
+                               false, bytes, DType::bf16);
+    context_total += double(keys);
+  }
+  const double new_tokens = double(b.tokens());
+  if (engine_.kv_layout == KvLayout::paged) {
+    cache_traffic = 2.0 * new_tokens * kv_token;  // read the new K, V and write them into their blocks
+    cache_kernels = 1;
+  } else {
+    // torch.cat of K and of V: read the old cache and the new tokens, write the whole.
+    cache_traffic = 2.0 * context_total * kv_token;
+    cache_kernels = 2;
+  }
+  if (expand) {
+    // repeat_kv: read K and V once, write them once per query head.
+    cache_traffic += context_total * (kv_token + read_token);
+    cache_kernels += 2;
+  }
+  if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels);
+  return t;
+}
+
+BatchTime BatchTimeModel::time(const BatchShape& b) const {
+  BatchTime r;
+  const i64 T = b.tokens();
+  if (T <= 0) return r;
+  const ShardingContext ctx{tp_, 1, false, DType::bf16, DType::bf16};
+  const Dense d = layer_dense(T);
+  const Seconds attn = attention_layer(b);
+  const double L = double(model_.layers);
+  r.linear = L * d.gpu;
+  r.comm = L * d.comm;
+  r.attention = L * attn;
+  // Embedding over the T tokens (first stage), final norm over T and logits of the
+  // sampled rows (last stage).
+  for (const Op& op : unit_.blocks[0].ops) {
+    if (!token_wise(op)) continue;
+    const OpTiming t = time_op(at_tokens(op, T), ctx, km_);
+    r.linear += t.forward;
+    if (t.forward_comm.active() && tp_ > 1)
+      r.comm += collective_time(cluster_, t.forward_comm.kind, t.forward_comm.bytes, tp_group_, 1.0);
+  }
+  const i64 rows = std::max<i64>(1, b.sampled);
+  for (const Op& op : unit_.blocks[2].ops) {
+    if (!token_wise(op) || op.memory_kind == MemoryKind::softmax) continue;  // no loss in inference
+    const bool logits = op.kind == OpKind::matmul;
+    const OpTiming t = time_op(at_tokens(op, logits ? rows : T), ctx, km_);
+    r.linear += t.forward;
+  }
+  if (tp_ > 1)  // the vocab-parallel logits gathered for sampling
+    r.comm += collective_time(cluster_, Collective::all_gather, double(rows) * double(model_.vocab) * kElement, tp_group_, 1.0);
+  if (pp_ > 1) {
+    const Group pair{2, cluster_.gpus_per_node >= 2 * tp_ ? 2 : 1, 0};
+    r.comm += double(pp_ - 1) *
+              collective_time(cluster_, Collective::send_recv, double(T) * double(model_.hidden) * kElement, pair, 1.0);
+  }
+  r.gpu = r.linear + r.attention + r.comm;
+  Seconds host_forward = 0;
+  if (engine_.launch == LaunchMode::eager) {
+    const int attn_kernels = (b.decodes > 0 ? 1 : 0) + int(b.prefills.size()) + 1 +
+                             (engine_.gqa == GqaMode::repeat_kv ? 2 : 0);
+    const double kernels = L * double(kernels_per_layer_ + attn_kernels) + kernels_outside_;
+    host_forward = kernels * cluster_.gpu.host.eager_per_kernel;
+  }
+  r.host = host_forward + engine_.iteration_overhead;
+  // The host launches ahead of the GPU; the forward ends when both are done.
+  r.total = r.gpu + host_bound_time(r.gpu, 0, host_forward, 0, 1) + engine_.iteration_overhead;
+  return r;
+}
+
+BatchTime BatchTimeModel::prefill(i64 b, i64 prompt) const {
+  BatchShape s;
+  s.prefills.assign(static_cast<std::size_t>(b), PrefillChunk{prompt, 0});
+  s.sampled = b;
+  return time(s);
+}
+
+BatchTime BatchTimeModel::decode(i64 b, i64 context) const {
+  BatchShape s;
+  s.decodes = b;
+  s.decode_context = double(b) * double(context);
+  s.sampled = b;
+  return time(s);
+}
+
+Bytes BatchTimeModel::kv_bytes_per_token() const {
+  return 2.0 * double(kv_heads_gpu_) * double(model_.head_dim()) * kElement * double(layers_per_stage_);
+}
+
+Bytes BatchTimeModel::kv_bytes_of_request(i64 tokens) const {
+  return 2.0 * double(model_.kv_heads) * double(model_.head_dim()) * kElement * double(model_.layers) * double(tokens);
+}
+
+KvCapacity BatchTimeModel::kv_capacity(i64 block_size, i64 max_batched_tokens, i64 max_batch_size) const {
+  KvCapacity c;
+  c.block_size = block_size;
+  c.budget = cluster_.gpu.usable_memory() * engine_.memory_fraction;
+  // Weights per GPU of the heaviest stage: its layers split over tp, plus the embedding
+  // (first stage) and the untied head (last stage); pp = 1 holds both.
+  const double layer = unit_.blocks[1].params() / double(tp_);
+  const double emb = unit_.blocks[0].params() / double(tp_), head = unit_.blocks[2].params() / double(tp_);
+  const double ends = pp_ == 1 ? emb + (model_.tie_embeddings ? 0.0 : head) : std::max(emb, head);
+  c.weights = (double(layers_per_stage_) * layer + ends) * kElement;
+  // Workspace: the live activations of the largest forward (residual stream, QKV, the
+  // MLP's gate/up output and its product) and the fp32 logits of the sampled rows.
+  const double T = double(max_batched_tokens);
+  const double per_token = double(model_.hidden) * 2 + double(heads_gpu_ + 2 * kv_heads_gpu_) * model_.head_dim() +
+                           3.0 * double(model_.ffn_hidden) / double(tp_);
+  c.workspace = T * per_token * kElement + double(max_batch_size) * double(model_.vocab) / double(tp_) * 4.0;
+  c.bytes_per_token = kv_bytes_per_token();
+  const double free = c.budget - c.weights - c.workspace;
+  c.blocks = free > 0 ? static_cast<i64>(std::floor(free / (c.bytes_per_token * double(block_size)))) : 0;
+  return c;
+}
+
+}  // namespace clustersim

@@ -1,0 +1,122 @@
+// One engine iteration of an LLM serving replica (tp x pp GPUs): the time of a forward
+// pass over a batch that mixes prefill chunks and decode tokens, and the KV-cache
+// capacity the replica's memory leaves. The one cost oracle of serving: the schedulers,
+// the serving simulator and any capacity estimate ask it, none re-derives a cost.
+//
+// Per layer and GPU, for T tokens in the batch (Orca's selective batching):
+//  - token-wise ops (norms, QKV/output projections, MLP, rotary, residuals) on the T
+//    flattened tokens: the training graph's forward ops (costmodel/graph) at M = T, timed
+//    by strategies/op_timing under Megatron's tensor-parallel split, with the row-
+//    parallel outputs all-reduced over the tp group (costmodel/collectives);
+//  - attention per request: a prefill chunk of c tokens after p cached ones is fused
+//    (flash) attention with c x (p + c/2) score work; decode reads each request's whole
+//    KV cache (memory-bound, KernelModel::memory) for one query token;
+//  - the cache write of the new tokens (paged), or, for a concatenated cache, the copy of
+//    the whole cache that torch.cat makes every step; repeat_kv's expansion when the
+//    engine does GQA that way;
+//  - embedding on the first stage, the final norm, the logits of the sequences that
+//    sample a token (and their tp all-gather) on the last one; pp stages run the batch one
+//    after the other with a point-to-point send of the activations between them.
+// Host: an eager engine launches every kernel from Python (the profile's measured
+// per-kernel host time, rules' host_bound_time: the GPU waits for the host when the host
+// is slower); every engine adds its per-iteration overhead (scheduling, sampling).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "costmodel/cluster.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/graph.hpp"
+#include "costmodel/kernels.hpp"
+#include "scenarios/serving.hpp"
+
+namespace clustersim {
+
+struct PrefillChunk {
+  std::int64_t tokens = 0;   // prompt tokens processed in this iteration
+  std::int64_t context = 0;  // tokens of the request already in the KV cache before them
+};
+
+struct BatchShape {
+  std::int64_t decodes = 0;          // requests decoding one token each
+  double decode_context = 0;         // sum over them of the tokens their attention reads
+  std::vector<PrefillChunk> prefills;
+  std::int64_t sampled = 0;          // sequences that produce a token (decodes + finished prefills)
+  std::int64_t tokens() const;
+  void clear() {
+    decodes = 0;
+    decode_context = 0;
+    prefills.clear();
+    sampled = 0;
+  }
+};
+
+struct BatchTime {
+  Seconds total = 0;      // what the iteration takes, host included
+  Seconds gpu = 0;        // GPU time of all stages, sends and collectives included
+  Seconds linear = 0;     // token-wise ops (GEMMs, norms, rotary...) over all stages
+  Seconds attention = 0;  // attention and KV-cache traffic
+  Seconds comm = 0;       // tp collectives and pp sends
+  Seconds host = 0;       // host time of the forward (launches) and the iteration's overhead
+};
+
+struct KvCapacity {
+  Bytes budget = 0;             // per GPU: usable memory x memory_fraction
+  Bytes weights = 0;            // per GPU, the heaviest stage
+  Bytes workspace = 0;          // activations of the largest forward
+  Bytes bytes_per_token = 0;    // KV cache per token per GPU (the heaviest stage)
+  std::int64_t blocks = 0;      // blocks of block_size tokens the replica holds
+  std::int64_t block_size = 0;
+  bool fits() const { return blocks > 0; }
+};
+
+class BatchTimeModel {
+ public:
+  BatchTimeModel(const ModelSpec& model, const ClusterModel& cluster, const EngineSpec& engine, std::int64_t tp,
+                 std::int64_t pp);
+  // The kernel model refers to the member cluster's profile: not copyable.
+  BatchTimeModel(const BatchTimeModel&) = delete;
+  BatchTimeModel& operator=(const BatchTimeModel&) = delete;
+
+  BatchTime time(const BatchShape& batch) const;
+  // Time of a batch of `b` requests prefilling `prompt` tokens each (static batching's
+  // and a single request's first iteration); a shortcut for time() on that shape.
+  BatchTime prefill(std::int64_t b, std::int64_t prompt) const;
+  // Time of one decode step of `b` requests at context `context` (tokens read each).
+  BatchTime decode(std::int64_t b, std::int64_t context) const;
+
+  // KV blocks left in the replica's memory for a scheduler that runs at most
+  // `max_batched_tokens` tokens and `max_batch_size` sequences per iteration.
+  KvCapacity kv_capacity(std::int64_t block_size, std::int64_t max_batched_tokens, std::int64_t max_batch_size) const;
+  // KV cache per token of one request on one GPU (the stage with the most layers).
+  Bytes kv_bytes_per_token() const;
+  // Bytes of one request's whole KV cache over the replica (all layers, all kv heads):
+  // what disaggregation moves from a prefill to a decode instance.
+  Bytes kv_bytes_of_request(std::int64_t tokens) const;
+
+  std::int64_t tp() const { return tp_; }
+  std::int64_t pp() const { return pp_; }
+
+ private:
+  struct Dense {
+    Seconds gpu = 0, comm = 0;
+  };
+  Dense layer_dense(std::int64_t tokens) const;  // memoised by token count
+  Dense compute_layer_dense(std::int64_t tokens) const;
+  Seconds attention_layer(const BatchShape& b) const;
+
+  ModelSpec model_;
+  ClusterModel cluster_;
+  EngineSpec engine_;
+  std::int64_t tp_, pp_;
+  std::int64_t layers_per_stage_;  // the heaviest stage (ceil)
+  std::int64_t heads_gpu_, kv_heads_gpu_;
+  ModelGraph unit_;  // the forward graph at one token: ops scale with T
+  KernelModel km_;
+  Group tp_group_;
+  int kernels_per_layer_ = 0, kernels_outside_ = 0;  // forward launches, attention excluded
+  mutable std::vector<Dense> dense_cache_;
+  mutable std::vector<bool> dense_known_;
+};
+
+}  // namespace clustersim
