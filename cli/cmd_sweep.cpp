@@ -55,8 +55,9 @@ class StopOnSignals {
 
 int print_summary(const SweepSpec& spec, const runner::SweepSummary& r, const std::string& db, bool mpi) {
   const double rate = r.seconds > 0 ? static_cast<double>(r.stored + r.failed) / r.seconds : 0;
-  fmt::print("sweep \"{}\" (id {}) in {}: {} points; {} stored, {} failed, {} invalid skipped, {} already done{}\n",
+  fmt::print("sweep \"{}\" (id {}) in {}: {} points; {} stored, {} failed, {} invalid skipped, {} already done{}{}\n",
              spec.name, r.sweep_id, db, r.total, r.stored, r.failed, r.skipped, r.already_done,
+             r.resumed_by_index ? fmt::format(" ({} found by point index)", r.resumed_by_index) : std::string(),
              r.duplicates ? fmt::format(", {} duplicates of another point", r.duplicates) : std::string());
   fmt::print("{} {}, {:.3f} s, {:.0f} points/s stored\n", r.jobs, mpi ? "worker ranks" : "jobs", r.seconds, rate);
   if (const int sig = r.stopped_by) {
@@ -74,7 +75,9 @@ runner::SweepOptions engine_options(const SweepOptions& o, Progress* progress) {
   run.chunk = o.chunk;
   run.mpi_backlog = o.backlog;
   if (progress)
-    run.progress = [progress](const runner::SweepProgress& p) { progress->update(p.handled, p.elapsed_s, p.final); };
+    run.progress = [progress](const runner::SweepProgress& p) {
+      progress->update(p.handled, p.elapsed_s, p.final, p.resumed);
+    };
   run.stop = &stop_signal;
   return run;
 }
@@ -90,7 +93,7 @@ int sweep_mpi(const SweepOptions& o, const runner::MpiSession& mpi) {
   if (mpi.rank() == 0 && !o.quiet)
     run.progress = [&](const runner::SweepProgress& p) {
       if (!progress) progress = std::make_unique<Progress>("sweep", "points", p.total, true);
-      progress->update(p.handled, p.elapsed_s, p.final);
+      progress->update(p.handled, p.elapsed_s, p.final, p.resumed);
     };
   runner::MpiSweepResult r;
   {
