@@ -19,6 +19,9 @@ class Progress {
   void update(std::size_t done, double elapsed, bool final = false, std::size_t resumed = 0);
   // Whether the bar is redrawn in place (stderr is a terminal).
   bool terminal() const { return tty_; }
+  // A total known better now (simulate's is an estimate until the replay ends).
+  void set_total(std::size_t total) { total_ = total; }
+  std::size_t total() const { return total_; }
 
  private:
   std::string what_, unit_;
