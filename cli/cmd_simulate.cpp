@@ -1,11 +1,15 @@
 // clustersim simulate FILE [--json] [--trace FILE] [--list-collectives]: replays one
 // training iteration of the scenario's plan on a SimGrid model of its cluster.
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/progress.hpp"
 #include "cli/report.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
@@ -27,6 +31,7 @@ struct SimulateOptions {
   std::int64_t timeline = 0;  // --timeline N: record the first N GPUs' slices
   bool json = false;
   bool list = false;
+  bool quiet = false;
 };
 
 int simulate_command(const SimulateOptions& o) {
@@ -41,7 +46,25 @@ int simulate_command(const SimulateOptions& o) {
   so.trace_file = o.trace;
   so.platform_file = o.platform;
   so.timeline_gpus = o.timeline;
+  // Progress on a terminal only (a log gets the result, not a bar): the simulated time
+  // reached, in milliseconds, of the estimator's iteration time. The replay's own total
+  // is known only at its end; when it runs past the estimate, the total moves to 10%
+  // beyond the time reached.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const auto ms = [](double seconds) { return static_cast<std::size_t>(std::llround(std::max(0.0, seconds) * 1e3)); };
+  Progress progress("simulate", "simulated ms", 0, !o.quiet && isatty(STDERR_FILENO));
+  if (!o.quiet && progress.terminal())
+    so.progress = [&](double simulated_s, double expected_s) {
+      const std::size_t done = ms(simulated_s);
+      progress.set_total(std::max({progress.total(), ms(expected_s), done + done / 10}));
+      progress.update(done, since_start());
+    };
   const sim::SimulationResult r = sim::simulate(s, so);
+  if (so.progress) {
+    progress.set_total(ms(r.prediction.iteration_time));
+    progress.update(progress.total(), since_start(), true);
+  }
   const Prediction& p = r.prediction;
   nlohmann::json out = sim::to_json(r);
   out["tool"] = tool_json("simgrid");
@@ -104,6 +127,7 @@ const Registration simulate_registration{
                      "SimGrid platform file to replay on instead of the cluster built from the scenario "
                      "(hosts gpu-0 ... gpu-N-1)");
       sub.add_flag("--list-collectives", o->list, "list the collective algorithms and exit");
+      sub.add_flag("--quiet,-q", o->quiet, "no progress on the terminal");
       sub.add_option("--db", o->db, "also store the run in this results database");
       sub.add_option("--timeline", o->timeline,
                      "record the compute and communication slices of the first N GPUs in the result "

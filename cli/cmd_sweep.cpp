@@ -4,16 +4,14 @@
 // with several ranks (or with --mpi), it spreads the points over the ranks instead
 // (runner/sweep_mpi.hpp); only rank 0 prints. This file parses the arguments, turns
 // SIGINT/SIGTERM into a stop request and prints the progress and the summary.
-#include <unistd.h>
-
 #include <atomic>
-#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/progress.hpp"
 #include "runner/store.hpp"
 #include "runner/sweep.hpp"
 #include "runner/sweep_mpi.hpp"
@@ -33,51 +31,6 @@ struct SweepOptions {
   bool mpi = false;        // --mpi: use MPI even when no launcher is recognised
   std::size_t chunk = 0;   // --chunk: most points per MPI request; 0: the default
   std::size_t backlog = 0;  // --mpi-backlog (hidden): rank 0's limit of unstored outcomes
-};
-
-std::string format_duration(double s) {
-  if (s < 60) return fmt::format("{:.0f}s", s);
-  if (s < 3600) return fmt::format("{:.0f}m{:02.0f}s", std::floor(s / 60), std::fmod(s, 60));
-  return fmt::format("{:.0f}h{:02.0f}m", std::floor(s / 3600), std::fmod(s / 60, 60));
-}
-
-class Progress {
- public:
-  Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled), tty_(isatty(STDERR_FILENO)) {}
-  void update(std::size_t done, double elapsed, bool final = false) {
-    if (!enabled_) return;
-    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
-    // A rate over a few milliseconds is noise: the first line once claimed 15,701,668
-    // points/s. Rate and ETA wait for half a second of work.
-    const bool measured = final || elapsed >= 0.5;
-    const std::string rate_text = measured ? fmt::format("{:.0f}", rate) : "-";
-    const std::string eta_text = measured ? format_duration(eta) : "-";
-    const double frac = total_ ? static_cast<double>(done) / static_cast<double>(total_) : 1;
-    if (tty_) {
-      if (!final && elapsed - last_ < 0.1) return;
-      constexpr int width = 30;
-      const int filled = static_cast<int>(frac * width);
-      fmt::print(stderr, "\r[{}{}] {}/{} {:3.0f}% {} points/s ETA {}   ", std::string(filled, '#'),
-                 std::string(width - filled, '.'), done, total_, 100 * frac, rate_text, eta_text);
-      if (final) fmt::print(stderr, "\n");
-    } else {
-      // Plain lines for logs: about every 10% and at least every 10 s.
-      const auto decile = static_cast<int>(frac * 10);
-      if (!final && decile == last_decile_ && elapsed - last_ < 10) return;
-      last_decile_ = decile;
-      fmt::print(stderr, "sweep: {}/{} points ({:.0f}%), {} points/s, ETA {}\n", done, total_, 100 * frac, rate_text,
-                 eta_text);
-    }
-    last_ = elapsed;
-    std::fflush(stderr);
-  }
-
- private:
-  std::size_t total_;
-  bool enabled_, tty_;
-  double last_ = -1;
-  int last_decile_ = -1;
 };
 
 // Installs the stop handlers for the lifetime of the object.
@@ -102,8 +55,9 @@ class StopOnSignals {
 
 int print_summary(const SweepSpec& spec, const runner::SweepSummary& r, const std::string& db, bool mpi) {
   const double rate = r.seconds > 0 ? static_cast<double>(r.stored + r.failed) / r.seconds : 0;
-  fmt::print("sweep \"{}\" (id {}) in {}: {} points; {} stored, {} failed, {} invalid skipped, {} already done{}\n",
+  fmt::print("sweep \"{}\" (id {}) in {}: {} points; {} stored, {} failed, {} invalid skipped, {} already done{}{}\n",
              spec.name, r.sweep_id, db, r.total, r.stored, r.failed, r.skipped, r.already_done,
+             r.resumed_by_index ? fmt::format(" ({} found by point index)", r.resumed_by_index) : std::string(),
              r.duplicates ? fmt::format(", {} duplicates of another point", r.duplicates) : std::string());
   fmt::print("{} {}, {:.3f} s, {:.0f} points/s stored\n", r.jobs, mpi ? "worker ranks" : "jobs", r.seconds, rate);
   if (const int sig = r.stopped_by) {
@@ -121,7 +75,9 @@ runner::SweepOptions engine_options(const SweepOptions& o, Progress* progress) {
   run.chunk = o.chunk;
   run.mpi_backlog = o.backlog;
   if (progress)
-    run.progress = [progress](const runner::SweepProgress& p) { progress->update(p.handled, p.elapsed_s, p.final); };
+    run.progress = [progress](const runner::SweepProgress& p) {
+      progress->update(p.handled, p.elapsed_s, p.final, p.resumed);
+    };
   run.stop = &stop_signal;
   return run;
 }
@@ -136,8 +92,8 @@ int sweep_mpi(const SweepOptions& o, const runner::MpiSession& mpi) {
   runner::SweepOptions run = engine_options(o, nullptr);
   if (mpi.rank() == 0 && !o.quiet)
     run.progress = [&](const runner::SweepProgress& p) {
-      if (!progress) progress = std::make_unique<Progress>(p.total, true);
-      progress->update(p.handled, p.elapsed_s, p.final);
+      if (!progress) progress = std::make_unique<Progress>("sweep", "points", p.total, true);
+      progress->update(p.handled, p.elapsed_s, p.final, p.resumed);
     };
   runner::MpiSweepResult r;
   {
@@ -168,7 +124,7 @@ int sweep(const SweepOptions& o) {
     return 2;
   }
   const SweepSpec spec = load_sweep(o.file);
-  Progress progress(spec.point_count(), !o.quiet);
+  Progress progress("sweep", "points", spec.point_count(), !o.quiet);
   const runner::SweepOptions run = engine_options(o, &progress);
   runner::SweepSummary r;
   {

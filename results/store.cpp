@@ -688,6 +688,18 @@ std::set<std::string> Database::done_points(std::int64_t sweep_id, const std::st
   return keys;
 }
 
+std::vector<Database::DonePoint> Database::done_point_list(std::int64_t sweep_id, const std::string& method) {
+  std::vector<DonePoint> out;
+  Statement st(impl_->db,
+               "SELECT r.point_index, s.hash, 0 FROM simulated_runs r JOIN scenarios s ON s.id = r.scenario_id"
+               " WHERE r.sweep_id = ?1 AND r.method = ?2 AND r.point_index IS NOT NULL"
+               " UNION ALL SELECT point_index, point_key, 1 FROM failed_points WHERE sweep_id = ?1 AND method = ?2"
+               " ORDER BY 1, 3");
+  st.bind({sweep_id, method});
+  while (st.step()) out.push_back({st.int64(0), st.text(1), st.int64(2) != 0});
+  return out;
+}
+
 std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
   return impl_->rows(
       "SELECT * FROM ("

@@ -145,6 +145,14 @@ class Database {
   // Keys of the points of a sweep already stored for `method`: scenario hashes of
   // runs and point keys of failures. A resumed sweep skips them.
   std::set<std::string> done_points(std::int64_t sweep_id, const std::string& method);
+  // The same points with their point index, by index (runs first on a tie): a resumed
+  // sweep skips these indices without re-deriving them.
+  struct DonePoint {
+    std::int64_t index = -1;
+    std::string key;  // scenario hash (run) or point key (failure)
+    bool failed = false;
+  };
+  std::vector<DonePoint> done_point_list(std::int64_t sweep_id, const std::string& method);
 
   // Reading. Rows are JSON objects whose keys are the column names.
   std::vector<nlohmann::json> list_runs(std::int64_t limit) const;  // simulated and measured, newest first

@@ -25,7 +25,9 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   results::Database db(options.db_file, results::Database::Mode::read_write);
   sum.sweep_id = db.put_sweep(spec.name, spec.file, identity(spec), static_cast<std::int64_t>(total));
   const std::int64_t sweep_id = sum.sweep_id;
-  const detail::DoneKeys done = db.done_points(sweep_id, spec.method);
+  const detail::Resume resume = detail::load_resume(db, spec, sweep_id);
+  const detail::DoneKeys& done = resume.keys;
+  sum.already_done = sum.resumed_by_index = sum.handled = resume.count;
   detail::tune_for_sweep(db);
 
   sum.jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -56,7 +58,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options) {
         const std::size_t first = next.fetch_add(chunk);
         if (first >= total) break;
         for (std::size_t i = first; i < std::min(total, first + chunk) && !stopping(); ++i)
-          local.push_back(detail::evaluate(spec, i, done, cache));
+          if (!resume.done(i)) local.push_back(detail::evaluate(spec, i, done, cache));
         flush();
       }
       flush();
@@ -69,7 +71,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   auto report = [&](double seconds, bool final) {
-    if (options.progress) options.progress({sum.handled, total, seconds, final});
+    if (options.progress) options.progress({sum.handled, total, seconds, sum.resumed_by_index, final});
   };
   detail::SweepWriter writer(db, sweep_id, spec.method, sum);
   try {

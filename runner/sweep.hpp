@@ -5,7 +5,8 @@
 // Workers only compute; one writer (the calling thread) stores outcomes in batched
 // transactions, so SQLite is never contended and a killed sweep loses at most the
 // batch in flight. A rerun identifies the sweep by its specification and skips the
-// points already stored (by scenario hash and method) or recorded as failed.
+// points already stored or recorded as failed: by point index without deriving them,
+// and by scenario hash for a point that duplicates a done one (runner/sweep_engine.hpp).
 // Nothing is printed: progress goes to a callback, the counts come back in a summary.
 #pragma once
 #include <atomic>
@@ -22,6 +23,7 @@ struct SweepProgress {
   std::size_t handled = 0;  // points taken from the workers so far (whatever their outcome)
   std::size_t total = 0;    // points in the sweep
   double elapsed_s = 0;     // since the workers started
+  std::size_t resumed = 0;  // of `handled`: points an earlier run did, skipped by index (no work)
   bool final = false;       // the last call, after every worker finished
 };
 
@@ -49,6 +51,7 @@ struct SweepSummary {
   std::size_t failed = 0;      // new failed points written
   std::size_t skipped = 0;     // invalid points skipped (the sweep's skip_invalid rule)
   std::size_t already_done = 0;  // stored or failed by an earlier run of the same sweep
+  std::size_t resumed_by_index = 0;  // of already_done: skipped by point index, never derived
   std::size_t duplicates = 0;  // points whose scenario another point of this run stored
   unsigned jobs = 0;           // worker threads used (MPI: worker ranks)
   double seconds = 0;          // wall time of the evaluation

@@ -24,7 +24,40 @@ std::string join_problems(const std::vector<Problem>& ps) {
   return out;
 }
 
+// The key of a point that failed: its document's hash (it may have no scenario).
+std::string failure_key(const SweepPoint& p) { return results::fnv1a64_hex(results::dump(p.doc)); }
+
+// Whether the stored point `d` still derives to its stored key.
+bool rederives(const SweepSpec& spec, const results::Database::DonePoint& d) {
+  if (d.index < 0 || static_cast<std::size_t>(d.index) >= spec.point_count()) return false;
+  const SweepPoint p = sweep_point(spec, static_cast<std::size_t>(d.index));
+  if (d.failed) return failure_key(p) == d.key;
+  Diagnostics diag(spec.file);
+  const Scenario s = parse_scenario(p.doc, diag);
+  return diag.ok() && results::scenario_text(to_json(s)).hash == d.key;
+}
+
 }  // namespace
+
+Resume load_resume(results::Database& db, const SweepSpec& spec, std::int64_t sweep_id) {
+  Resume r;
+  const auto list = db.done_point_list(sweep_id, spec.method);
+  for (const auto& d : list) r.keys.insert(d.key);
+  if (list.empty()) return r;
+  // The first, middle and last stored points: a change of the model's defaults since
+  // they were stored (another canonical scenario, so another key) shows on each. Then
+  // the keys alone decide, point by point, as before.
+  for (const std::size_t k : {std::size_t{0}, list.size() / 2, list.size() - 1})
+    if (!rederives(spec, list[k])) return r;
+  r.by_index.assign(spec.point_count(), 0);
+  for (const auto& d : list) {
+    if (d.index < 0 || static_cast<std::size_t>(d.index) >= r.by_index.size()) continue;
+    auto& flag = r.by_index[static_cast<std::size_t>(d.index)];
+    if (!flag) ++r.count;
+    flag = 1;
+  }
+  return r;
+}
 
 EstimatorCache::EstimatorCache() = default;
 EstimatorCache::~EstimatorCache() = default;
@@ -53,7 +86,7 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
   Diagnostics diag(fmt::format("{} (point {})", spec.file, index));
   const Scenario s = parse_scenario(p.doc, diag);
   auto failed = [&](std::string error, Outcome::Kind kind) {
-    o.key = results::fnv1a64_hex(results::dump(p.doc));
+    o.key = failure_key(p);
     o.axes_json = results::dump(p.axes);
     o.error = std::move(error);
     o.kind = done.count(o.key) ? Outcome::Kind::already_done : kind;

@@ -194,6 +194,7 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
   SweepSummary& sum = out.summary;
   Header header;
   std::string done_bytes;
+  detail::Resume resume;  // the workers get the keys; the indices only decide what is handed out
   std::optional<results::Database> db;
   std::exception_ptr failure;
   try {
@@ -201,7 +202,9 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
     sum.total = out.spec.point_count();
     db.emplace(options.db_file, results::Database::Mode::read_write);
     sum.sweep_id = db->put_sweep(out.spec.name, out.spec.file, identity(out.spec), static_cast<std::int64_t>(sum.total));
-    done_bytes = detail::pack_keys(db->done_points(sum.sweep_id, out.spec.method));
+    resume = detail::load_resume(*db, out.spec, sum.sweep_id);
+    sum.already_done = sum.resumed_by_index = sum.handled = resume.count;
+    done_bytes = detail::pack_keys(resume.keys);
     detail::tune_for_sweep(*db);
     header.sweep_hash = sweep_hash(out.spec);
     header.done_bytes = done_bytes.size();
@@ -224,7 +227,7 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   WriterThread writer(*db, sum.sweep_id, out.spec.method, sum, [&](bool final) {
-    if (options.progress) options.progress({sum.handled, total, elapsed(), final});
+    if (options.progress) options.progress({sum.handled, total, elapsed(), sum.resumed_by_index, final});
   });
 
   struct Worker {
@@ -236,6 +239,7 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
   std::vector<Worker> state(static_cast<std::size_t>(mpi.size()));
   int running = workers;
   std::size_t next = 0;
+  std::size_t done_below_next = 0;  // points below `next` that an earlier run did
   std::string worker_error;     // the first worker's failure, reported by rank 0
   std::exception_ptr own_error;  // a message this rank could not read
   auto stopping = [&] {
@@ -245,12 +249,17 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
   auto answer = [&](int src) {
     Worker& w = state[static_cast<std::size_t>(src)];
     Work work;
+    for (; next < total && resume.done(next); ++next) ++done_below_next;  // done by an earlier run: not handed out
     if (!stopping() && next < total) {
-      const std::size_t left = total - next;
+      const std::size_t left = total - next - (resume.count - done_below_next);
       const std::size_t guided = (left + 4 * static_cast<std::size_t>(workers) - 1) / (4 * static_cast<std::size_t>(workers));
       work.first = next;
-      work.count = std::clamp<std::size_t>(guided, 1, max_chunk);
-      next += work.count;
+      work.count = 0;
+      // A chunk is a run of consecutive points none of which is done.
+      while (work.count < std::clamp<std::size_t>(guided, 1, max_chunk) && next < total && !resume.done(next)) {
+        ++work.count;
+        ++next;
+      }
       ++w.in_flight;
     } else {
       w.told_to_stop = true;
@@ -318,7 +327,7 @@ MpiSweepResult run_root(const MpiSession& mpi, const std::string& sweep_file, co
   if (own_error) std::rethrow_exception(own_error);
   sum.seconds = elapsed();
   if (!worker_error.empty()) throw InputError(sweep_file, "", worker_error);
-  if (options.progress) options.progress({sum.handled, total, sum.seconds, true});
+  if (options.progress) options.progress({sum.handled, total, sum.seconds, sum.resumed_by_index, true});
   sum.stopped_by = options.stop ? options.stop->load() : 0;
   return out;
 }

@@ -437,60 +437,109 @@ Scenario default_scenario() {
 }
 
 nlohmann::json to_json(const Scenario& s) {
+  // Objects are filled with emplace and sections moved into place, not written as
+  // initializer lists, which nlohmann turns into two-element arrays copied into the
+  // object (about three allocations per key, nested sections deep-copied): a sweep
+  // serialises one scenario per point. The tree is the same (keys stay sorted).
   using nlohmann::json;
   const auto& m = s.model;
-  json model{{"family", to_string(m.family)}};
+  json model = json::object();
+  model.emplace("family", to_string(m.family));
   if (m.family == ModelFamily::wresnet) {
-    model.update({{"depth", m.depth}, {"channels", m.channels}, {"width", m.width}, {"image_size", m.image_size},
-                  {"classes", m.classes}});
+    model.emplace("depth", m.depth);
+    model.emplace("channels", m.channels);
+    model.emplace("width", m.width);
+    model.emplace("image_size", m.image_size);
+    model.emplace("classes", m.classes);
     // Only when not the default, so that earlier scenarios keep their hashes.
     if (m.bottleneck != BottleneckStyle::torchvision) model["bottleneck"] = enum_name(bottleneck_names, m.bottleneck);
   } else {
-    model.update({{"hidden", m.hidden}, {"layers", m.layers}, {"heads", m.heads}, {"kv_heads", m.kv_heads},
-                  {"seq_len", m.seq_len}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden},
-                  {"attention", to_string(m.attention)}, {"dropout", m.dropout},
-                  {"tie_embeddings", m.tie_embeddings}});
-    if (m.family == ModelFamily::moe)
-      model.update({{"experts", m.experts}, {"top_k", m.top_k}, {"moe_every", m.moe_every},
-                    {"capacity_factor", m.capacity_factor}});
+    model.emplace("hidden", m.hidden);
+    model.emplace("layers", m.layers);
+    model.emplace("heads", m.heads);
+    model.emplace("kv_heads", m.kv_heads);
+    model.emplace("seq_len", m.seq_len);
+    model.emplace("vocab", m.vocab);
+    model.emplace("ffn_hidden", m.ffn_hidden);
+    model.emplace("attention", to_string(m.attention));
+    model.emplace("dropout", m.dropout);
+    model.emplace("tie_embeddings", m.tie_embeddings);
+    if (m.family == ModelFamily::moe) {
+      model.emplace("experts", m.experts);
+      model.emplace("top_k", m.top_k);
+      model.emplace("moe_every", m.moe_every);
+      model.emplace("capacity_factor", m.capacity_factor);
+    }
   }
-  json training{{"global_batch", s.training.global_batch}, {"micro_batch", s.training.micro_batch},
-                {"precision", to_string(s.training.precision)}, {"optimizer", to_string(s.training.optimizer)},
-                {"recompute", to_string(s.training.recompute)}};
+  json training = json::object();
+  training.emplace("global_batch", s.training.global_batch);
+  training.emplace("micro_batch", s.training.micro_batch);
+  training.emplace("precision", to_string(s.training.precision));
+  training.emplace("optimizer", to_string(s.training.optimizer));
+  training.emplace("recompute", to_string(s.training.recompute));
   // Only a framework written in the file: scenarios without one keep their canonical form (and hash).
   if (s.training.framework.given) {
     const FrameworkSpec& f = s.training.framework;
-    json fw{{"name", to_string(f.name)}};
-    if (f.name == Framework::pytorch_ddp)
-      fw.update({{"bucket_cap", si(f.bucket_cap_bytes, "B")}, {"gradient_as_bucket_view", f.gradient_as_bucket_view}});
+    json fw = json::object();
+    fw.emplace("name", to_string(f.name));
+    if (f.name == Framework::pytorch_ddp) {
+      fw.emplace("bucket_cap", si(f.bucket_cap_bytes, "B"));
+      fw.emplace("gradient_as_bucket_view", f.gradient_as_bucket_view);
+    }
     if (f.name == Framework::pytorch_fsdp) {
       fw["version"] = f.fsdp_version;
       if (f.param_dtype) fw["param_dtype"] = to_string(*f.param_dtype);
       if (f.reduce_dtype) fw["reduce_dtype"] = to_string(*f.reduce_dtype);
     }
-    training["framework"] = fw;
+    training["framework"] = std::move(fw);
   }
-  json intra{{"fabric", to_string(s.cluster.intra_node.fabric)}};
+  json intra = json::object();
+  intra.emplace("fabric", to_string(s.cluster.intra_node.fabric));
   if (s.cluster.intra_node.bandwidth) intra["bandwidth"] = si(*s.cluster.intra_node.bandwidth, "Bps");
   if (s.cluster.intra_node.latency) intra["latency"] = si(*s.cluster.intra_node.latency, "s");
-  json cluster{{"gpu", s.cluster.gpu}, {"nodes", s.cluster.nodes}, {"gpus_per_node", s.cluster.gpus_per_node},
-               {"intra_node", intra}};
+  json cluster = json::object();
+  cluster.emplace("gpu", s.cluster.gpu);
+  cluster.emplace("nodes", s.cluster.nodes);
+  cluster.emplace("gpus_per_node", s.cluster.gpus_per_node);
+  cluster.emplace("intra_node", std::move(intra));
   if (s.cluster.inter_node) {
     const auto& n = *s.cluster.inter_node;
-    cluster["inter_node"] = json{{"topology", to_string(n.topology)}, {"nics_per_node", n.nics_per_node},
-                                 {"nic_bandwidth", si(n.nic_bandwidth, "Bps")}, {"latency", si(n.latency, "s")},
-                                 {"oversubscription", n.oversubscription}};
+    json inter = json::object();
+    inter.emplace("topology", to_string(n.topology));
+    inter.emplace("nics_per_node", n.nics_per_node);
+    inter.emplace("nic_bandwidth", si(n.nic_bandwidth, "Bps"));
+    inter.emplace("latency", si(n.latency, "s"));
+    inter.emplace("oversubscription", n.oversubscription);
+    cluster["inter_node"] = std::move(inter);
   }
   const auto& p = s.plan;
-  json plan{{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"ep", p.ep}, {"schedule", to_string(p.schedule)},
-            {"virtual_stages", p.virtual_stages}, {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel},
-            {"overlap_grad_reduce", p.overlap_grad_reduce}};
-  if (!p.search.empty()) plan = json{{"search", p.search}};
-  if (!p.file.empty()) plan = json{{"file", p.file}};
-  json sim{{"collectives", s.simulation.collectives}, {"seed", s.simulation.seed}};
+  json plan = json::object();
+  if (!p.file.empty()) {
+    plan.emplace("file", p.file);
+  } else if (!p.search.empty()) {
+    plan.emplace("search", p.search);
+  } else {
+    plan.emplace("dp", p.dp);
+    plan.emplace("tp", p.tp);
+    plan.emplace("pp", p.pp);
+    plan.emplace("ep", p.ep);
+    plan.emplace("schedule", to_string(p.schedule));
+    plan.emplace("virtual_stages", p.virtual_stages);
+    plan.emplace("zero", p.zero);
+    plan.emplace("sequence_parallel", p.sequence_parallel);
+    plan.emplace("overlap_grad_reduce", p.overlap_grad_reduce);
+  }
+  json sim = json::object();
+  sim.emplace("collectives", s.simulation.collectives);
+  sim.emplace("seed", s.simulation.seed);
   if (!s.simulation.platform.empty()) sim["platform"] = s.simulation.platform;
-  json out{{"name", s.name}, {"model", model}, {"training", training}, {"cluster", cluster}, {"plan", plan},
-           {"simulation", sim}};
+  json out = json::object();
+  out.emplace("name", s.name);
+  out.emplace("model", std::move(model));
+  out.emplace("training", std::move(training));
+  out.emplace("cluster", std::move(cluster));
+  out.emplace("plan", std::move(plan));
+  out.emplace("simulation", std::move(sim));
   if (!s.description.empty()) out["description"] = s.description;
   return out;  // nlohmann::json objects keep keys sorted: the dump is canonical
 }

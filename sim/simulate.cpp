@@ -1,12 +1,16 @@
 #include "sim/simulate.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <chrono>
 #include <ctime>
 #include <functional>
@@ -25,11 +29,43 @@ namespace clustersim::sim {
 namespace {
 using i64 = std::int64_t;
 
+// The child's side of the progress pipe: SimGrid calls this each time the simulated
+// clock advances (once per solve of the sharing model, thousands of times a second),
+// so it looks at the wall clock only every 64th call and writes the simulated time
+// (8 bytes, atomic on a pipe) at most once per interval. The pipe does not block: a
+// parent that reads late loses reports, never the replay's time.
+class ProgressReporter {
+ public:
+  ProgressReporter(int fd, double interval_s) : fd_(fd), interval_(interval_s) {}
+  void operator()() {
+    if (++calls_ % 64 != 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < interval_) return;
+    last_ = now;
+    const double clock = sg4::Engine::get_clock();
+    [[maybe_unused]] const ssize_t n = write(fd_, &clock, sizeof clock);
+  }
+
+ private:
+  int fd_;
+  double interval_;
+  std::uint64_t calls_ = 0;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 // Runs `body` in a forked child and returns the JSON it produced. The child's
-// exceptions come back as {"error": message}.
-nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
+// exceptions come back as {"error": message}. With `progress`, the child reports its
+// simulated clock through a second pipe and `progress` is called with each report.
+nlohmann::json in_child(const std::function<nlohmann::json()>& body,
+                        const std::function<void(double)>& progress = {}, double progress_interval_s = 0.1) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe() failed");
+  int pfds[2] = {-1, -1};
+  if (progress && pipe2(pfds, O_CLOEXEC) != 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw std::runtime_error("pipe() failed");
+  }
   std::fflush(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
@@ -40,6 +76,13 @@ nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
     // A parent that died between fork() and prctl() is seen through getppid().
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
     close(fds[0]);
+    if (progress) {
+      close(pfds[0]);
+      fcntl(pfds[1], F_SETFL, fcntl(pfds[1], F_GETFL) | O_NONBLOCK);
+      // The engine is created inside `body`; the signal is static and outlives it.
+      sg4::Engine::on_time_advance_cb(
+          [reporter = ProgressReporter(pfds[1], progress_interval_s)](double) mutable { reporter(); });
+    }
     std::string out;
     try {
       out = body().dump();
@@ -63,8 +106,45 @@ nlohmann::json in_child(const std::function<nlohmann::json()>& body) {
   close(fds[1]);
   std::string text;
   char buf[65536];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+  if (!progress) {
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+  } else {
+    close(pfds[1]);
+    // Both pipes until the result's end; reports are 8-byte doubles, possibly split
+    // across reads.
+    std::string reports;
+    pollfd polled[2] = {{fds[0], POLLIN, 0}, {pfds[0], POLLIN, 0}};
+    bool result_open = true, progress_open = true;
+    while (result_open) {
+      polled[1].fd = progress_open ? pfds[0] : -1;
+      if (poll(polled, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (progress_open && (polled[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+        const ssize_t n = read(pfds[0], buf, sizeof buf);
+        if (n <= 0) {
+          progress_open = false;
+        } else {
+          reports.append(buf, static_cast<std::size_t>(n));
+          const std::size_t whole = reports.size() / sizeof(double) * sizeof(double);
+          if (whole > 0) {
+            double clock = 0;
+            std::memcpy(&clock, reports.data() + whole - sizeof clock, sizeof clock);  // the latest
+            reports.erase(0, whole);
+            progress(clock);
+          }
+        }
+      }
+      if (polled[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t n = read(fds[0], buf, sizeof buf);
+        if (n <= 0) result_open = false;
+        else text.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    close(pfds[0]);
+  }
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -292,7 +372,8 @@ SimulationResult simulate(const Scenario& s, const SimulateOptions& o) {
     sim["exposed_communication_s"] = b.tp_comm_exposed + b.ep_comm_exposed + b.pp_comm_exposed + b.dp_comm_exposed;
     sim["estimator_iteration_time_s"] = e.iteration_time;
     return nlohmann::json{{"prediction", to_json(p)}, {"simulator", sim}, {"timeline", x.timeline}};
-  });
+  }, o.progress ? std::function<void(double)>([&](double clock) { o.progress(clock, e.iteration_time); })
+                : std::function<void(double)>(), o.progress_interval_s);
   return {prediction_from_json(j.at("prediction")), j.at("simulator"), j.at("timeline")};
 }
 

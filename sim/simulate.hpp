@@ -5,6 +5,7 @@
 // SimGrid.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -27,6 +28,12 @@ struct SimulateOptions {
   // first `timeline_gpus` GPUs (for `db plot timeline`); 0: none (it grows with the run).
   std::int64_t timeline_gpus = 0;
   NetworkModelConfig network;
+  // Called in this process while the replay runs (in its child), about every
+  // `progress_interval_s` of wall time: the simulated time reached so far and the
+  // iteration time the estimator predicts (the replay's total is known only at its
+  // end). Empty: the child reports nothing and pays nothing.
+  std::function<void(double simulated_s, double expected_s)> progress;
+  double progress_interval_s = 0.1;
 };
 
 // One training iteration of a scenario's plan: the Prediction (method "simulated"; the

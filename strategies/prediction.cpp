@@ -29,12 +29,19 @@ void Prediction::finish(const Workload& w) {
 }
 
 namespace {
+// Objects are filled with emplace rather than written as initializer lists: nlohmann
+// builds each {"key", value} of a list as a two-element array and then copies key and
+// value into the object (nested objects deep-copied), about three allocations per key
+// where one does. A sweep serialises one prediction per point (results/README.md,
+// benchmark). The tree, and so its dump, is the same: objects keep their keys sorted.
 nlohmann::json memory_json(const MemoryBreakdown& m) {
-  return {{"weights_bytes", m.weights},
-          {"gradients_bytes", m.gradients},
-          {"optimizer_states_bytes", m.optimizer_states},
-          {"activations_bytes", m.activations},
-          {"temporary_bytes", m.temporary}};
+  nlohmann::json j = nlohmann::json::object();
+  j.emplace("weights_bytes", m.weights);
+  j.emplace("gradients_bytes", m.gradients);
+  j.emplace("optimizer_states_bytes", m.optimizer_states);
+  j.emplace("activations_bytes", m.activations);
+  j.emplace("temporary_bytes", m.temporary);
+  return j;
 }
 MemoryBreakdown memory_from(const nlohmann::json& j) {
   MemoryBreakdown m;
@@ -51,46 +58,58 @@ nlohmann::json to_json(const Prediction& e) {
   using nlohmann::json;
   const auto& b = e.breakdown;
   json stages = json::array();
-  for (const auto& s : e.stages)
-    stages.push_back({{"first_layer", s.first_layer}, {"layers", s.layers}, {"forward_s", s.forward},
-                      {"backward_s", s.backward}, {"recompute_s", s.recompute}, {"tp_comm_s", s.tp_comm},
-                      {"ep_comm_s", s.ep_comm}, {"p2p_s", s.p2p}, {"zero3_gather_s", s.zero3_gather},
-                      {"per_micro_batch_s", s.per_micro_batch()}, {"dp_exposed_s", s.dp_exposed},
-                      {"optimizer_s", s.optimizer}, {"host_per_micro_batch_s", s.host},
-                      {"host_forward_per_micro_batch_s", s.host_forward},
-                      {"params_per_gpu", s.params_per_gpu},
-                      {"memory_bytes", s.memory.total()}, {"memory", memory_json(s.memory)}});
-  return json{
-      {"method", e.method},
-      {"iteration_time_s", e.iteration_time},
-      {"tokens_per_s", e.tokens_per_s},
-      {"samples_per_s", e.samples_per_s},
-      {"tflops_per_gpu", e.tflops_per_gpu},
-      {"model_tflops_per_gpu", e.model_tflops_per_gpu},
-      {"mfu", e.mfu},
-      {"memory_per_gpu_bytes", e.memory_per_gpu},
-      {"memory_capacity_bytes", e.memory_capacity},
-      {"fits", e.fits},
-      {"overflow_bytes", e.overflow},
-      {"micro_batches", e.micro_batches},
-      {"parameters", e.parameters},
-      {"hardware_flops_per_iteration", e.hardware_flops},
-      {"model_flops_per_iteration", e.model_flops},
-      {"breakdown",
-       {{"compute_forward_s", b.compute_forward},
-        {"compute_backward_s", b.compute_backward},
-        {"compute_recompute_s", b.compute_recompute},
-        {"tp_comm_exposed_s", b.tp_comm_exposed},
-        {"ep_comm_exposed_s", b.ep_comm_exposed},
-        {"pp_comm_exposed_s", b.pp_comm_exposed},
-        {"bubble_s", b.bubble},
-        {"dp_comm_exposed_s", b.dp_comm_exposed},
-        {"optimizer_s", b.optimizer},
-        {"host_bound_s", b.host_bound}}},
-      {"memory", memory_json(e.memory)},
-      {"stages", stages},
-      {"interval", to_json(e.interval)},
-  };
+  for (const auto& s : e.stages) {
+    json& st = stages.emplace_back(json::object());
+    st.emplace("first_layer", s.first_layer);
+    st.emplace("layers", s.layers);
+    st.emplace("forward_s", s.forward);
+    st.emplace("backward_s", s.backward);
+    st.emplace("recompute_s", s.recompute);
+    st.emplace("tp_comm_s", s.tp_comm);
+    st.emplace("ep_comm_s", s.ep_comm);
+    st.emplace("p2p_s", s.p2p);
+    st.emplace("zero3_gather_s", s.zero3_gather);
+    st.emplace("per_micro_batch_s", s.per_micro_batch());
+    st.emplace("dp_exposed_s", s.dp_exposed);
+    st.emplace("optimizer_s", s.optimizer);
+    st.emplace("host_per_micro_batch_s", s.host);
+    st.emplace("host_forward_per_micro_batch_s", s.host_forward);
+    st.emplace("params_per_gpu", s.params_per_gpu);
+    st.emplace("memory_bytes", s.memory.total());
+    st.emplace("memory", memory_json(s.memory));
+  }
+  json breakdown = json::object();
+  breakdown.emplace("compute_forward_s", b.compute_forward);
+  breakdown.emplace("compute_backward_s", b.compute_backward);
+  breakdown.emplace("compute_recompute_s", b.compute_recompute);
+  breakdown.emplace("tp_comm_exposed_s", b.tp_comm_exposed);
+  breakdown.emplace("ep_comm_exposed_s", b.ep_comm_exposed);
+  breakdown.emplace("pp_comm_exposed_s", b.pp_comm_exposed);
+  breakdown.emplace("bubble_s", b.bubble);
+  breakdown.emplace("dp_comm_exposed_s", b.dp_comm_exposed);
+  breakdown.emplace("optimizer_s", b.optimizer);
+  breakdown.emplace("host_bound_s", b.host_bound);
+  json out = json::object();
+  out.emplace("method", e.method);
+  out.emplace("iteration_time_s", e.iteration_time);
+  out.emplace("tokens_per_s", e.tokens_per_s);
+  out.emplace("samples_per_s", e.samples_per_s);
+  out.emplace("tflops_per_gpu", e.tflops_per_gpu);
+  out.emplace("model_tflops_per_gpu", e.model_tflops_per_gpu);
+  out.emplace("mfu", e.mfu);
+  out.emplace("memory_per_gpu_bytes", e.memory_per_gpu);
+  out.emplace("memory_capacity_bytes", e.memory_capacity);
+  out.emplace("fits", e.fits);
+  out.emplace("overflow_bytes", e.overflow);
+  out.emplace("micro_batches", e.micro_batches);
+  out.emplace("parameters", e.parameters);
+  out.emplace("hardware_flops_per_iteration", e.hardware_flops);
+  out.emplace("model_flops_per_iteration", e.model_flops);
+  out.emplace("breakdown", std::move(breakdown));
+  out.emplace("memory", memory_json(e.memory));
+  out.emplace("stages", std::move(stages));
+  out.emplace("interval", to_json(e.interval));
+  return out;
 }
 
 Prediction prediction_from_json(const nlohmann::json& j) {

@@ -105,8 +105,15 @@ Interval prediction_interval(Seconds predicted, const Regime& regime, const Unce
 }
 
 nlohmann::json to_json(const Interval& i) {
-  return {{"low_s", i.low},           {"high_s", i.high},   {"confidence", i.confidence},
-          {"samples", i.samples},     {"regime", i.regime}, {"basis", i.basis}};
+  // emplace, not an initializer list: one prediction per sweep point (strategies/prediction.cpp)
+  nlohmann::json j = nlohmann::json::object();
+  j.emplace("low_s", i.low);
+  j.emplace("high_s", i.high);
+  j.emplace("confidence", i.confidence);
+  j.emplace("samples", i.samples);
+  j.emplace("regime", i.regime);
+  j.emplace("basis", i.basis);
+  return j;
 }
 
 }  // namespace clustersim

@@ -58,11 +58,40 @@ TEST_CASE("run_sweep stores every point, reports progress through its callback, 
   for (std::size_t i = 0; i + 1 < calls.size(); ++i) CHECK_FALSE(calls[i].final);
   CHECK(results::Database(db.string(), results::Database::Mode::read_only).count("simulated_runs") == 4);
 
-  // The same sweep again: the same id, every point already done.
+  // The same sweep again: the same id, every point already done, found by its index
+  // without being derived again.
+  calls.clear();
   const runner::SweepSummary again = runner::run_sweep(spec, o);
   CHECK(again.sweep_id == first.sweep_id);
   CHECK(again.already_done == 4);
+  CHECK(again.resumed_by_index == 4);
+  CHECK(again.handled == 4);
   CHECK(again.stored == 0);
+  REQUIRE(!calls.empty());
+  CHECK(calls.back().resumed == 4);  // the progress printer leaves them out of the rate
+  fs::remove(db);
+}
+
+TEST_CASE("a resume whose stored points no longer derive to their keys checks every point by its key",
+          "[runner][sweep]") {
+  // What a change of the model's defaults since the first run looks like: the stored
+  // scenario of a point is not what the point derives to today. The index alone would
+  // wrongly call every point done; the check of a few stored points catches it.
+  const auto db = fresh_db("rederive.db");
+  const SweepSpec spec = zero_sweep();
+  runner::SweepOptions o;
+  o.db_file = db.string();
+  o.jobs = 1;
+  REQUIRE(runner::run_sweep(spec, o).stored == 4);
+  {
+    results::Database d(db.string(), results::Database::Mode::read_write);
+    d.query("UPDATE scenarios SET hash = 'changed-model' WHERE id = (SELECT scenario_id FROM simulated_runs"
+            " WHERE point_index = 0)");
+  }
+  const runner::SweepSummary again = runner::run_sweep(spec, o);
+  CHECK(again.resumed_by_index == 0);
+  CHECK(again.already_done == 3);
+  CHECK(again.stored == 1);  // point 0, under the scenario it derives to today
   fs::remove(db);
 }
 
