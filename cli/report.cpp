@@ -30,6 +30,13 @@ std::string format_report(const Scenario& s, const Estimator& est, const Predict
        c.total_gpus(), to_string(c.fabric), format_bandwidth(c.intra_bandwidth), net);
   std::string sched = p.pp > 1 ? fmt::format(", {}", to_string(p.schedule)) : "";
   if (p.schedule == Schedule::interleaved && p.pp > 1) sched += fmt::format(" (v={})", p.virtual_stages);
+  if (p.schedule == Schedule::interleaved && p.microbatch_group_size > 0)
+    sched += fmt::format(" in groups of {}", p.microbatch_group_size);
+  if (p.pp > 1 && p.layers_per_stage.kind != StageSplit::even) {
+    std::string split;
+    for (const StagePrediction& st : e.stages) split += fmt::format("{}{}", split.empty() ? "" : "-", st.layers);
+    sched += fmt::format(", layers per stage {}", split);
+  }
   line("plan       dp {} x tp {} x pp {}{}{}{}, zero {}, micro-batch {} x {}, {} precision, recompute {}", p.dp, p.tp,
        p.pp, p.ep > 1 ? fmt::format(" (ep {})", p.ep) : "", sched, p.sequence_parallel ? ", sequence parallel" : "",
        p.zero, s.training.micro_batch, e.micro_batches, to_string(s.training.precision),

@@ -40,8 +40,10 @@ constexpr NameTable<Fabric, 3> fabric_names{
 constexpr NameTable<Topology, 3> topology_names{{{Topology::fat_tree, "fat-tree"},
                                                  {Topology::leaf_spine, "leaf-spine"},
                                                  {Topology::rail_optimized, "rail-optimized"}}};
-constexpr NameTable<Schedule, 3> schedule_names{
-    {{Schedule::gpipe, "gpipe"}, {Schedule::one_f_one_b, "1f1b"}, {Schedule::interleaved, "interleaved"}}};
+constexpr NameTable<Schedule, 4> schedule_names{{{Schedule::gpipe, "gpipe"},
+                                                 {Schedule::one_f_one_b, "1f1b"},
+                                                 {Schedule::interleaved, "interleaved"},
+                                                 {Schedule::zb_h1, "zb-h1"}}};
 
 constexpr NameTable<Framework, 5> framework_names{{{Framework::megatron, "megatron"},
                                                    {Framework::pytorch, "pytorch"},
@@ -254,8 +256,8 @@ void parse_plan(const nlohmann::json& j, PlanSpec& p, Diagnostics& diag) {
     return;
   }
   ObjectReader r(j, "/plan", diag,
-                 {"dp", "tp", "pp", "ep", "schedule", "virtual_stages", "zero", "sequence_parallel",
-                  "overlap_grad_reduce"});
+                 {"dp", "tp", "pp", "ep", "schedule", "virtual_stages", "microbatch_group_size", "layers_per_stage",
+                  "zero", "sequence_parallel", "overlap_grad_reduce"});
   if (!r.valid()) return;
   assign(p.dp, r.integer("dp", 1, 1 << 24));
   assign(p.tp, r.integer("tp", 1, 1 << 16));
@@ -263,6 +265,27 @@ void parse_plan(const nlohmann::json& j, PlanSpec& p, Diagnostics& diag) {
   p.ep = r.integer("ep", 1, 1 << 20, false).value_or(1);
   p.schedule = read_enum(r, "schedule", schedule_names, false).value_or(Schedule::one_f_one_b);
   p.virtual_stages = r.integer("virtual_stages", 1, 1024, false).value_or(p.schedule == Schedule::interleaved ? 2 : 1);
+  p.microbatch_group_size = r.integer("microbatch_group_size", 1, 1 << 24, false).value_or(0);
+  if (const auto* split = r.get("layers_per_stage")) {
+    const std::string path = r.path("layers_per_stage");
+    if (split->is_string() && (*split == "even" || *split == "lighten-ends")) {
+      p.layers_per_stage.kind = *split == "even" ? StageSplit::even : StageSplit::lighten_ends;
+    } else if (split->is_array() && !split->empty()) {
+      p.layers_per_stage.kind = StageSplit::listed;
+      for (std::size_t i = 0; i < split->size(); ++i) {
+        const auto& n = (*split)[i];
+        if (!n.is_number_integer() || n.get<std::int64_t>() < 0 || n.get<std::int64_t>() > (1 << 20)) {
+          diag.error(fmt::format("{}/{}", path, i), fmt::format("expected an integer in [0, {}], got {}", 1 << 20, describe(n)));
+          p.layers_per_stage.layers.clear();
+          break;
+        }
+        p.layers_per_stage.layers.push_back(n.get<std::int64_t>());
+      }
+    } else {
+      diag.error(path, fmt::format("expected \"even\", \"lighten-ends\" or a list of layers per virtual stage, got {}",
+                                   describe(*split)));
+    }
+  }
   p.zero = static_cast<int>(r.integer("zero", 0, 3, false).value_or(0));
   p.sequence_parallel = r.boolean("sequence_parallel", false).value_or(false);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false).value_or(true);
@@ -316,10 +339,38 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
                              to_string(t.precision)));
   }
   const bool transformer = m.family != ModelFamily::wresnet;
+  const std::int64_t vstages = p.pp * p.virtual_stages;
+  const std::int64_t blocks = pipeline_blocks(m);
+  const PipelineSplit& split = p.layers_per_stage;
+  if (blocks > 0 && vstages > 0 && !p.searched()) {
+    // The rules module (layers_per_virtual_stage) throws on what these reject.
+    if (split.kind == StageSplit::lighten_ends && (blocks + 2) % vstages != 0)
+      diag.error("/plan/layers_per_stage",
+                 fmt::format("lighten-ends counts the embedding and the output layer as one layer each: layers + 2 = "
+                             "{} + 2 = {} must be divisible by pp*virtual_stages = {}*{} = {}",
+                             blocks, blocks + 2, p.pp, p.virtual_stages, vstages));
+    if (split.kind == StageSplit::listed) {
+      std::int64_t sum = 0;
+      for (auto n : split.layers) sum += n;
+      if (std::int64_t(split.layers.size()) != vstages)
+        diag.error("/plan/layers_per_stage",
+                   fmt::format("has {} entries; give one per virtual stage, pp*virtual_stages = {}*{} = {}",
+                               split.layers.size(), p.pp, p.virtual_stages, vstages));
+      else if (sum != blocks)
+        diag.error("/plan/layers_per_stage", fmt::format("the layers per stage add up to {}; the model has {} {}", sum,
+                                                         blocks, transformer ? "layers" : "bottleneck blocks"));
+      for (std::size_t i = 1; i + 1 < split.layers.size(); ++i)
+        if (split.layers[i] == 0)
+          diag.error(fmt::format("/plan/layers_per_stage/{}", i),
+                     "a stage other than the first and the last (which hold the embedding and the output layer) "
+                     "needs at least one layer, got 0");
+    }
+  }
   if (transformer && m.layers) {
-    if (m.layers % (p.pp * p.virtual_stages) != 0)
-      diag.error("/plan/pp", fmt::format("layers ({}) must be divisible by pp*virtual_stages = {}*{} = {}", m.layers,
-                                         p.pp, p.virtual_stages, p.pp * p.virtual_stages));
+    if (split.kind == StageSplit::even && m.layers % vstages != 0)
+      diag.error("/plan/pp", fmt::format("layers ({}) must be divisible by pp*virtual_stages = {}*{} = {} (or set "
+                                         "plan.layers_per_stage to \"lighten-ends\" or a list)",
+                                         m.layers, p.pp, p.virtual_stages, vstages));
     if (m.heads % p.tp != 0)
       diag.error("/plan/tp", fmt::format("heads ({}) must be divisible by tp ({})", m.heads, p.tp));
     else if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
@@ -327,8 +378,8 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     if (m.ffn_hidden % p.tp != 0)
       diag.error("/plan/tp", fmt::format("ffn_hidden ({}) must be divisible by tp ({})", m.ffn_hidden, p.tp));
   }
-  if (!transformer && m.depth && p.schedule == Schedule::interleaved && p.pp >= 1 && p.virtual_stages >= 2 &&
-      pipeline_blocks(m) % (p.pp * p.virtual_stages) != 0)
+  if (!transformer && m.depth && split.kind == StageSplit::even && p.schedule == Schedule::interleaved && p.pp >= 1 &&
+      p.virtual_stages >= 2 && pipeline_blocks(m) % (p.pp * p.virtual_stages) != 0)
     // The rules module splits unevenly only without interleaving; validate must refuse
     // what run and simulate cannot cost (they threw "internal error" here).
     diag.error("/plan/pp", fmt::format("a wresnet of depth {} has {} bottleneck blocks, which the interleaved schedule "
@@ -343,15 +394,40 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     if (p.virtual_stages < 2)
       diag.error("/plan/virtual_stages", fmt::format("the interleaved schedule needs virtual_stages >= 2, got {}", p.virtual_stages));
     if (p.pp < 2) diag.error("/plan/schedule", "the interleaved schedule needs pp >= 2");
+    // Megatron-LM (schedules.py, forward_backward_pipelining_with_interleaving) runs each
+    // model chunk over groups of N micro-batches, N in [pp, m], and refuses a last group
+    // smaller than pp (dependency bubbles).
     const std::int64_t mb = (p.dp && t.micro_batch) ? t.global_batch / (p.dp * t.micro_batch) : 0;
-    if (p.pp >= 2 && mb % p.pp != 0)
-      diag.error("/training/global_batch",
-                 fmt::format("the interleaved schedule needs the micro-batch count ({}) to be a multiple of pp ({})", mb, p.pp));
+    const bool given = p.microbatch_group_size > 0;
+    const std::int64_t n = given ? p.microbatch_group_size : p.pp;
+    const char* where = given ? "/plan/microbatch_group_size" : "/training/global_batch";
+    if (p.pp >= 2 && mb > 0) {
+      if (mb < p.pp)
+        diag.error("/training/global_batch",
+                   fmt::format("the interleaved schedule needs at least pp ({}) micro-batches, got {}", p.pp, mb));
+      else if (given && (n < p.pp || n > mb))
+        diag.error(where, fmt::format("microbatch_group_size ({}) must be in [pp, micro-batches] = [{}, {}]", n, p.pp, mb));
+      else if (mb % n != 0 && mb % n < p.pp)
+        diag.error(where, fmt::format("the interleaved schedule runs micro-batches in groups of {}{}; {} micro-batches leave "
+                                      "a last group of {}, fewer than pp ({}): Megatron-LM refuses it (dependency "
+                                      "bubbles). Set plan.microbatch_group_size to {} (or any N in [pp, m] with m % N "
+                                      "0 or >= pp)",
+                                      n, given ? "" : " (microbatch_group_size, default pp)", mb, mb % n, p.pp, mb));
+    }
+  } else if (p.microbatch_group_size != 0) {
+    diag.error("/plan/microbatch_group_size", "only the interleaved schedule groups micro-batches; remove it or use \"interleaved\"");
   } else if (p.virtual_stages != 1) {
     diag.error("/plan/virtual_stages",
                fmt::format("virtual_stages ({}) is only used by the interleaved schedule; set 1 or use \"interleaved\"",
                            p.virtual_stages));
   }
+  if (p.schedule == Schedule::zb_h1 && p.pp >= 2 && p.dp && t.micro_batch && t.global_batch / (p.dp * t.micro_batch) < p.pp)
+    diag.error("/training/global_batch",
+               fmt::format("zb-h1 needs at least pp ({}) micro-batches to fill its bubble with weight passes, got {}; use 1f1b",
+                           p.pp, t.global_batch / (p.dp * t.micro_batch)));
+  if (p.schedule == Schedule::zb_h1 && p.zero >= 3)
+    diag.error("/plan/schedule", "zb-h1 with ZeRO-3 is not modelled (the per-pass weight gathers around a split "
+                                 "backward); use zero 0-2 or the 1f1b schedule");
   if (m.family == ModelFamily::moe) {
     if (m.experts && m.experts % p.ep != 0)
       diag.error("/plan/ep", fmt::format("experts ({}) must be divisible by ep ({})", m.experts, p.ep));
@@ -528,6 +604,10 @@ nlohmann::json to_json(const Scenario& s) {
     plan.emplace("zero", p.zero);
     plan.emplace("sequence_parallel", p.sequence_parallel);
     plan.emplace("overlap_grad_reduce", p.overlap_grad_reduce);
+    if (p.microbatch_group_size > 0) plan.emplace("microbatch_group_size", p.microbatch_group_size);
+    // Written only when not even, so that the canonical form (and hash) of existing scenarios is unchanged.
+    if (p.layers_per_stage.kind == StageSplit::lighten_ends) plan.emplace("layers_per_stage", "lighten-ends");
+    if (p.layers_per_stage.kind == StageSplit::listed) plan.emplace("layers_per_stage", p.layers_per_stage.layers);
   }
   json sim = json::object();
   sim.emplace("collectives", s.simulation.collectives);

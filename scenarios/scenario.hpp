@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "scenarios/diagnostics.hpp"
 #include "scenarios/units.hpp"
@@ -26,7 +27,10 @@ enum class OptimizerKind { adam, sgd };
 enum class Recompute { none, selective, full };
 enum class Fabric { nvswitch, nvlink_mesh, pcie };
 enum class Topology { fat_tree, leaf_spine, rail_optimized };
-enum class Schedule { gpipe, one_f_one_b, interleaved };
+// zb_h1: zero-bubble ZB-H1 (Qi et al., ICLR 2024): 1F1B with each backward split into its
+// input gradient (B, on the critical path) and its weight gradient (W, deferred to fill the
+// bubbles), at 1F1B's activation memory.
+enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1 };
 // The training software: what it launches and how it syncs (see FrameworkSpec).
 enum class Framework { megatron, pytorch, pytorch_ddp, pytorch_fsdp, pytorch_tp };
 enum class ElementType { fp32, bf16, fp16 };
@@ -112,10 +116,30 @@ struct ClusterSpec {
   std::int64_t total_gpus() const { return nodes * gpus_per_node; }
 };
 
+// How a pipeline's layers split over its pp x virtual_stages virtual stages
+// (plan.layers_per_stage; strategies/rules.hpp layers_per_virtual_stage applies it):
+//  even          "even" (default): layers / (pp*v) each; without interleaving the
+//                remainder goes to the first stages
+//  lighten_ends  "lighten-ends": the embedding and the output layer with the loss count
+//                as one layer each (Megatron-Core's account_for_embedding_in_pipeline_split
+//                and account_for_loss_in_pipeline_split), so the first and the last virtual
+//                stage hold one layer fewer: Llama 3 405B's 126 layers on 16 stages
+//  listed        a list: the layers of each virtual stage, in model order
+enum class StageSplit { even, lighten_ends, listed };
+struct PipelineSplit {
+  StageSplit kind = StageSplit::even;
+  std::vector<std::int64_t> layers;  // listed: one entry per virtual stage
+};
+
 struct PlanSpec {
   std::int64_t dp = 1, tp = 1, pp = 1, ep = 1;
   Schedule schedule = Schedule::one_f_one_b;
   std::int64_t virtual_stages = 1;
+  // Interleaved: micro-batches run each model chunk in groups of this many (Megatron-LM's
+  // microbatch_group_size_per_vp_stage); 0 = pp. Any micro-batch count m >= pp works with a
+  // group N in [pp, m] whose remainder m % N is 0 or >= pp.
+  std::int64_t microbatch_group_size = 0;
+  PipelineSplit layers_per_stage;
   int zero = 0;
   bool sequence_parallel = false;
   bool overlap_grad_reduce = true;  // bucketed gradient all-reduce during backward

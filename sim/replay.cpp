@@ -244,10 +244,25 @@ struct Replay::Impl {
     const bool zero3 = sync(prog.params).gather_per_pass > 0;
     std::vector<i64> in_flight(static_cast<std::size_t>(v), 0);
     double pending_params = 0;
-    for (const WorkItem& w : schedule_order(plan.schedule, p, v, m, g.stage)) {
+    // Gradients are complete after the last micro-batch's backward (ZB-H1: its weight pass);
+    // buckets are handed to the communication stream as they fill.
+    const auto on_gradients = [&](const WorkItem& w) {
+      return [&, last_pass = w.micro_batch == m - 1](const Segment& seg) {
+        if (overlap && last_pass && seg.grad_params > 0) {
+          pending_params += seg.grad_params;
+          if (pending_params >= gradient_bucket_elements(plan.framework, plan.precision)) {
+            post_bucket(g, pending_params, false);
+            pending_params = 0;
+          }
+        }
+      };
+    };
+    for (const WorkItem& w : schedule_order(plan.schedule, p, v, m, g.stage, plan.microbatch_group)) {
       const ChunkProgram& chunk = prog.chunks[static_cast<std::size_t>(w.chunk)];
       const i64 vs = w.chunk * p + g.stage;
-      if (w.forward) {
+      if (w.weight) {
+        run_pass(g, chunk.weight_grad, w.micro_batch, -1, on_gradients(w));
+      } else if (w.forward) {
         const i64 gathers = zero3 ? post_gathers(g, chunk.forward) : -1;
         if (vs > 0) receive(g, true, w.chunk, w.micro_batch);
         run_pass(g, chunk.forward, w.micro_batch, gathers, nullptr);
@@ -260,16 +275,7 @@ struct Replay::Impl {
       } else {
         const i64 gathers = zero3 ? post_gathers(g, chunk.backward) : -1;
         if (vs < p * v - 1) receive(g, false, w.chunk, w.micro_batch);
-        const bool last_pass = w.micro_batch == m - 1;
-        run_pass(g, chunk.backward, w.micro_batch, gathers, [&](const Segment& seg) {
-          if (overlap && last_pass && seg.grad_params > 0) {
-            pending_params += seg.grad_params;
-            if (pending_params >= gradient_bucket_elements(plan.framework, plan.precision)) {
-              post_bucket(g, pending_params, false);
-              pending_params = 0;
-            }
-          }
-        });
+        run_pass(g, chunk.backward, w.micro_batch, gathers, on_gradients(w));
         --in_flight[static_cast<std::size_t>(w.chunk)];
         if (vs > 0) send(g, false, w.chunk, w.micro_batch);
       }

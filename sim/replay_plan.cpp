@@ -33,9 +33,11 @@ void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c, Seconds hos
 // Appends one block's forward to `fwd` and its (recompute +) backward to `bwd_block`.
 // `per_kernel`: host time per kernel launched; `hooks`: the framework's hooks of a repeated
 // layer per micro-batch (half charged with its forward, half with its backward).
+// With `wgrad_block` (ZB-H1) the ops' weight gradients go there, as one segment that
+// completes the block's gradients, instead of into its backward.
 void program_block(const Block& block, bool is_layer, Recompute rc, const ShardingContext& ctx, const KernelModel& km,
                    bool mark_blocks, Seconds per_kernel, Seconds hooks, std::vector<Segment>& fwd,
-                   std::vector<Segment>& bwd_block, Bytes& saved) {
+                   std::vector<Segment>& bwd_block, Bytes& saved, std::vector<Segment>* wgrad_block) {
   std::vector<OpTiming> t;
   Bytes saved_all = 0, saved_core = 0;
   double params = 0;
@@ -61,13 +63,25 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
       add_compute(bwd_block, Work::recompute, block.ops[i].name, t[i].forward, per_kernel * op_kernels(block.ops[i]).forward);
       add_comm(bwd_block, Work::recompute, t[i].forward_comm, per_kernel);
     }
+  Segment wgrad{Work::backward, 0, {}, 0, 0, {}, 0};
   for (std::size_t i = block.ops.size(); i-- > 0;) {
-    add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward,
-                per_kernel * op_kernels(block.ops[i]).backward + (i == 0 ? hook : 0.0));
+    const bool split = wgrad_block && t[i].weight_grad > 0;  // one of the op's backward kernels moves to W
+    add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward - (split ? t[i].weight_grad : 0.0),
+                per_kernel * (op_kernels(block.ops[i]).backward - (split ? 1 : 0)) + (i == 0 ? hook : 0.0));
     add_comm(bwd_block, Work::backward, t[i].backward_comm, per_kernel);
+    if (split) {
+      wgrad.compute += t[i].weight_grad;
+      wgrad.host += per_kernel;
+      wgrad.ops.push_back({block.ops[i].name + " wgrad", t[i].weight_grad});
+    }
   }
   if (bwd_block.empty()) bwd_block.push_back(Segment{Work::backward, 0, {}, 0, 0, {}, 0});
-  bwd_block.back().grad_params += params;
+  if (wgrad_block) {
+    wgrad.grad_params = params;
+    wgrad_block->push_back(std::move(wgrad));
+  } else {
+    bwd_block.back().grad_params += params;
+  }
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(ctx.tp) : 1.0);
   saved += kept_activations(block_recompute(rc, is_layer), saved_all, saved_core, boundary, 0).kept;
 }
@@ -83,6 +97,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   r.ep = plan.ep;
   r.virtual_stages = plan.schedule == Schedule::interleaved ? plan.virtual_stages : 1;
   r.micro_batches = plan.micro_batches(s.training);
+  r.microbatch_group = plan.microbatch_group_size;
   r.schedule = plan.schedule;
   r.zero = plan.zero;
   r.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
@@ -101,7 +116,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
 
   // Layers of each virtual stage (virtual stage c*p + s is chunk c of stage s).
   std::vector<std::vector<int>> vstage_blocks(static_cast<std::size_t>(p * v));
-  const std::vector<i64> per_vstage = layers_per_virtual_stage(L, p, v);
+  const std::vector<i64> per_vstage = layers_per_virtual_stage(L, p, v, plan.layers_per_stage);
   i64 next = 0;
   for (i64 vs = 0; vs < p * v; ++vs) {
     const i64 n = per_vstage[static_cast<std::size_t>(vs)];
@@ -121,13 +136,17 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
       if (vs == p * v - 1)
         for (int b : g.post) blocks.push_back({b, false});
       // Backward runs the blocks in reverse order; each block's recompute precedes its backward.
-      std::vector<std::vector<Segment>> bwd_blocks;
+      std::vector<std::vector<Segment>> bwd_blocks, wgrad_blocks;
+      const bool split_wgrad = plan.schedule == Schedule::zb_h1;
       for (const auto& [b, is_layer] : blocks) {
         bwd_blocks.emplace_back();
+        wgrad_blocks.emplace_back();
         program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
                       gradient_sync(1, r.precision, plan.zero, plan.dp).gather_per_pass > 0, per_kernel, hooks, chunk.forward,
-                      bwd_blocks.back(), chunk.saved);
+                      bwd_blocks.back(), chunk.saved, split_wgrad ? &wgrad_blocks.back() : nullptr);
       }
+      for (auto it = wgrad_blocks.rbegin(); it != wgrad_blocks.rend(); ++it)
+        for (auto& seg : *it) chunk.weight_grad.push_back(std::move(seg));
       for (auto it = bwd_blocks.rbegin(); it != bwd_blocks.rend(); ++it)
         for (auto& seg : *it) {
           // Merge with the previous segment when it is plain compute of the same kind and
@@ -158,7 +177,31 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   return r;
 }
 
-std::vector<WorkItem> schedule_order(Schedule schedule, i64 p, i64 v, i64 m, i64 s) {
+std::vector<WorkItem> schedule_order(Schedule schedule, i64 p, i64 v, i64 m, i64 s, i64 group) {
+  if (schedule == Schedule::zb_h1) {
+    // Zero-bubble ZB-H1 (sail-sg/zero-bubble-pipeline-parallelism, its DeepSpeed schedule
+    // ZeroBubbleH1Pipeline): 1F1B's p-s-1 warm-up forwards; then s pairs (F, B) whose weight
+    // passes wait; then (F, B, W) and, without forwards left, (B, W); the s deferred W's
+    // last. Stage s thus holds s weight passes back to fill its drain.
+    std::vector<WorkItem> order;
+    i64 f = 0, b = 0, w = 0;
+    for (; f < std::min(p - s - 1, m); ++f) order.push_back({true, 0, f});
+    for (i64 k = 0; k < s && f < m; ++k) {
+      order.push_back({true, 0, f++});
+      order.push_back({false, 0, b++});
+    }
+    while (f < m) {
+      order.push_back({true, 0, f++});
+      order.push_back({false, 0, b++});
+      order.push_back({false, 0, w++, true});
+    }
+    while (b < m) {
+      order.push_back({false, 0, b++});
+      order.push_back({false, 0, w++, true});
+    }
+    while (w < m) order.push_back({false, 0, w++, true});
+    return order;
+  }
   std::vector<WorkItem> order;
   if (schedule == Schedule::gpipe || p == 1) {
     if (p == 1 && schedule != Schedule::gpipe) {
@@ -183,15 +226,21 @@ std::vector<WorkItem> schedule_order(Schedule schedule, i64 p, i64 v, i64 m, i64
     while (b < m) order.push_back({false, 0, b++});
     return order;
   }
-  // Interleaved (Megatron-LM forward_backward_pipelining_with_interleaving).
-  const i64 total = m * v;
+  // Interleaved (Megatron-LM forward_backward_pipelining_with_interleaving): the schedule
+  // table (get_schedule_table) takes micro-batches in groups of N, each group through
+  // chunk 0, then chunk 1...; the last group holds what is left.
+  const i64 total = m * v, n = microbatch_group(p, group);
+  std::vector<std::pair<i64, i64>> table;  // (micro-batch, chunk)
+  for (i64 first = 0; first < m; first += n) {
+    const i64 last = first + n >= m ? m : first + n;
+    for (i64 c = 0; c < v; ++c)
+      for (i64 mb = first; mb < last; ++mb) table.push_back({mb, c});
+  }
   const auto item = [&](i64 k, bool fwd) {
-    const i64 in_group = k % (p * v);
-    i64 chunk = in_group / p;
-    if (!fwd) chunk = v - 1 - chunk;
-    return WorkItem{fwd, chunk, (k / (p * v)) * p + k % p};
+    const auto [mb, chunk] = table[static_cast<std::size_t>(k)];
+    return WorkItem{fwd, fwd ? chunk : v - 1 - chunk, mb};
   };
-  const i64 warm = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+  const i64 warm = std::min(total, (p - s - 1) * 2 + (v - 1) * n);
   i64 f = 0, b = 0;
   for (; f < warm; ++f) order.push_back(item(f, true));
   while (f < total) {

@@ -34,6 +34,9 @@ struct Segment {
 
 struct ChunkProgram {
   std::vector<Segment> forward, backward;  // backward includes the recompute, first
+  // ZB-H1: the weight gradients, split off backward (which then computes the input
+  // gradients only) and run later as a pass of their own; empty otherwise.
+  std::vector<Segment> weight_grad;
   Bytes saved = 0;       // activations kept per micro-batch until its backward
   PipelineSend send;     // activation (and gradient) sent to the neighbouring stage
 };
@@ -47,6 +50,7 @@ struct StageProgram {
 
 struct ReplayPlan {
   std::int64_t dp = 1, tp = 1, pp = 1, ep = 1, virtual_stages = 1, micro_batches = 1;
+  std::int64_t microbatch_group = 0;  // interleaved: micro-batch group (0: pp)
   Schedule schedule = Schedule::one_f_one_b;
   int zero = 0;
   bool sequence_parallel = false;
@@ -66,11 +70,14 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
 struct WorkItem {
   bool forward = true;
   std::int64_t chunk = 0, micro_batch = 0;
+  bool weight = false;  // ZB-H1: the weight-gradient pass (forward is false)
 };
 // The order stage `stage` runs forward and backward passes in: GPipe (all forwards,
 // then all backwards), 1F1B (p-s-1 warm-up forwards, then alternating), interleaved
-// 1F1B (Megatron-LM's warm-up of 2(p-s-1) + (v-1)p chunk forwards).
+// 1F1B (Megatron-LM's warm-up of 2(p-s-1) + (v-1)N chunk forwards, chunks taken in
+// groups of N micro-batches, N = `group` or p), ZB-H1 (1F1B's order with stage s's
+// first s weight passes W deferred to its drain).
 std::vector<WorkItem> schedule_order(Schedule schedule, std::int64_t stages, std::int64_t chunks,
-                                     std::int64_t micro_batches, std::int64_t stage);
+                                     std::int64_t micro_batches, std::int64_t stage, std::int64_t group = 0);
 
 }  // namespace clustersim::sim

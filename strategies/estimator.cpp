@@ -63,6 +63,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     const bool ep_comm = o.forward_comm.group == CommGroup::ep || o.backward_comm.group == CommGroup::ep;
     c.forward += o.forward;
     c.backward += o.backward;
+    c.weight_grad += o.weight_grad;
     (ep_comm ? c.ep : c.tp_forward) += comm_f;
     (ep_comm ? c.ep : c.tp_backward) += comm_b;
     c.hardware_flops += 3.0 * o.forward_flops;
@@ -136,18 +137,23 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   e.parameters = totals(micro_batch).params;
   e.memory_capacity = cluster_.gpu.usable_memory();
   const i64 L = static_cast<i64>(g.layers.size());
-  i64 next_layer = 0;
+  // Virtual stage c*p + s (chunk c of stage s) holds layers [first[vs], first[vs] + per[vs]).
+  const std::vector<i64> per_vstage = layers_per_virtual_stage(L, p, v, plan.layers_per_stage);
+  std::vector<i64> first_of(per_vstage.size(), 0);
+  for (std::size_t vs = 1; vs < per_vstage.size(); ++vs) first_of[vs] = first_of[vs - 1] + per_vstage[vs - 1];
   double flops_per_mb = 0;  // one micro-batch through every stage, one GPU of each TP group
   std::vector<int> blocks;
   for (i64 s = 0; s < p; ++s) {
     StagePrediction st;
-    st.first_layer = static_cast<int>(next_layer);
-    st.layers = static_cast<int>(layers_of_stage(L, p, v, s));
-    next_layer += st.layers;
+    st.first_layer = static_cast<int>(first_of[static_cast<std::size_t>(s)]);
     blocks.clear();
-    if (s == 0) blocks.insert(blocks.end(), g.pre.begin(), g.pre.end());
-    for (int l = st.first_layer; l < st.first_layer + st.layers; ++l) blocks.push_back(g.layers[static_cast<std::size_t>(l)]);
-    if (s == p - 1) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
+    for (i64 c = 0; c < v; ++c) {
+      const auto vs = static_cast<std::size_t>(c * p + s);
+      if (vs == 0) blocks.insert(blocks.end(), g.pre.begin(), g.pre.end());
+      for (i64 l = first_of[vs]; l < first_of[vs] + per_vstage[vs]; ++l) blocks.push_back(g.layers[static_cast<std::size_t>(l)]);
+      if (vs + 1 == per_vstage.size()) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
+      st.layers += static_cast<int>(per_vstage[vs]);
+    }
 
     Bytes saved = 0, working = 0, largest_params = 0;
     double kernels_f = 0, kernels_b = 0;
@@ -157,6 +163,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       kernels_b += c.kernels_backward;
       st.forward += c.forward;
       st.backward += c.backward;
+      st.weight_grad += c.weight_grad;
       st.recompute += c.recompute;
       st.tp_comm += c.tp_forward + c.tp_backward + c.tp_recompute;
       st.ep_comm += c.ep;
@@ -181,7 +188,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
-    st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s),
+    st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
                               plan.zero, plan.dp, m, ddp_buckets(training_.framework, plan.dp)},
                              rules_);
 
@@ -206,7 +213,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     e.stages.push_back(st);
   }
 
-  compose_iteration(e, m, v);
+  compose_iteration(e, m, v, plan.schedule);
   const double md = double(m);
 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work.

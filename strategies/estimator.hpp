@@ -34,6 +34,7 @@ class Estimator {
   // Cost of one block on one GPU for one micro-batch.
   struct BlockCost {
     Seconds forward = 0, backward = 0, recompute = 0;
+    Seconds weight_grad = 0;  // of backward: the weight gradients
     Seconds tp_forward = 0, tp_backward = 0, tp_recompute = 0, ep = 0;
     Bytes saved = 0;        // activations kept per micro-batch
     Bytes working = 0;      // transient activations while this block runs backward

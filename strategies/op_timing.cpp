@@ -29,6 +29,7 @@ OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dty
       r.forward = km.gemm(b, m, n, k, g);
       // Backward: the gradient of each operand is one GEMM (dgrad, wgrad).
       r.backward = km.gemm(b, m, k, n, g) + km.gemm(b, k, n, m, g);
+      if (op.weight) r.weight_grad = km.gemm(b, k, n, m, g);
       if (g == DType::fp8 && dtype != DType::fp8) {
         const Fp8CastTraffic c = fp8_casts(b, m, n, k);
         r.forward += km.memory(c.forward, c.forward_kernels);

@@ -33,6 +33,9 @@ struct OpShards {
 // The work of one op on one GPU.
 struct OpWork {
   Seconds forward = 0, backward = 0;  // compute
+  // The part of backward that computes weight gradients (a weight GEMM's wgrad): what a
+  // zero-bubble schedule defers (rules.hpp pipeline_fill).
+  Seconds weight_grad = 0;
   double forward_flops = 0;           // backward is 2x
   // Activations kept for backward: split as the op's work is (for a matmul, its input:
   // rows x contract x batch, and the columns too for a column-parallel op, whose saved

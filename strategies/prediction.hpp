@@ -37,6 +37,7 @@ struct StagePrediction {
   // not hidden behind compute.
   Seconds forward = 0, backward = 0, recompute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, zero3_gather = 0;
   Seconds per_micro_batch() const { return forward + backward + recompute + tp_comm + ep_comm + p2p + zero3_gather; }
+  Seconds weight_grad = 0;  // of backward, per micro-batch: the weight gradients (deferred by zero-bubble schedules)
   Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
   Seconds host = 0;                       // host time to launch one micro-batch's kernels
   Seconds host_forward = 0;               // of which its forward

@@ -124,32 +124,60 @@ MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& 
   return m;
 }
 
-std::vector<i64> layers_per_virtual_stage(i64 layers, i64 p, i64 v) {
+std::vector<i64> layers_per_virtual_stage(i64 layers, i64 p, i64 v, const PipelineSplit& split) {
   if (p < 1 || v < 1) throw std::invalid_argument("pipeline stages and chunks must be >= 1");
-  std::vector<i64> out(static_cast<std::size_t>(p * v));
-  for (i64 vs = 0; vs < p * v; ++vs)
-    out[static_cast<std::size_t>(vs)] = v == 1 ? layers / p + (vs < layers % p ? 1 : 0) : layers / (p * v);
-  if (v > 1 && layers % (p * v) != 0)
-    throw std::invalid_argument("layers do not split evenly over the virtual pipeline stages");
+  const i64 n = p * v;
+  std::vector<i64> out(static_cast<std::size_t>(n));
+  switch (split.kind) {
+    case StageSplit::even:
+      if (v > 1 && layers % n != 0)
+        throw std::invalid_argument("layers do not split evenly over the virtual pipeline stages");
+      for (i64 vs = 0; vs < n; ++vs) out[static_cast<std::size_t>(vs)] = layers / n + (v == 1 && vs < layers % n ? 1 : 0);
+      return out;
+    case StageSplit::lighten_ends: {
+      if ((layers + 2) % n != 0)
+        throw std::invalid_argument("layers + 2 (embedding and output layer) do not split evenly over the virtual stages");
+      const i64 each = (layers + 2) / n;
+      for (auto& x : out) x = each;
+      out.front() -= 1;
+      out.back() -= 1;  // with one virtual stage: layers + 2 - 2
+      return out;
+    }
+    case StageSplit::listed: {
+      i64 sum = 0;
+      for (i64 x : split.layers) sum += x;
+      if (i64(split.layers.size()) != n || sum != layers)
+        throw std::invalid_argument("the listed layers per stage do not match the virtual stages or the layers");
+      return split.layers;
+    }
+  }
   return out;
 }
 
-i64 layers_of_stage(i64 layers, i64 p, i64 v, i64 s) {
-  // The sum over the stage's chunks of layers_per_virtual_stage, without the vector (the
-  // estimator calls this for every stage of every plan it costs).
+i64 layers_of_stage(i64 layers, i64 p, i64 v, i64 s, const PipelineSplit& split) {
+  // The estimator and the search call this for every stage of every plan they cost: the
+  // common even split without the vector.
   if (p < 1 || v < 1) throw std::invalid_argument("pipeline stages and chunks must be >= 1");
-  if (v == 1) return layers / p + (s < layers % p ? 1 : 0);
-  if (layers % (p * v) != 0) throw std::invalid_argument("layers do not split evenly over the virtual pipeline stages");
-  return v * (layers / (p * v));
+  if (split.kind == StageSplit::even && v == 1) return layers / p + (s < layers % p ? 1 : 0);
+  const std::vector<i64> per = layers_per_virtual_stage(layers, p, v, split);
+  i64 sum = 0;
+  for (i64 c = 0; c < v; ++c) sum += per[static_cast<std::size_t>(c * p + s)];
+  return sum;
 }
 
-double micro_batches_in_flight(Schedule schedule, i64 p, i64 v, i64 m, i64 s) {
+i64 microbatch_group(i64 p, i64 group) { return group > 0 ? group : p; }
+
+// Interleaved chunks are counted at 1/v of the stage's activations each: exact for equal
+// chunks; with uneven ones (layers_per_stage, or the embedding on chunk 0) the replay,
+// which counts each chunk's own, differs by a few percent (tests/sim/test_plans.cpp).
+double micro_batches_in_flight(Schedule schedule, i64 p, i64 v, i64 m, i64 s, i64 group) {
   switch (schedule) {
     case Schedule::gpipe: return double(m);
-    case Schedule::one_f_one_b: return double(std::min<i64>(m, p - s));
+    case Schedule::one_f_one_b:
+    case Schedule::zb_h1: return double(std::min<i64>(m, p - s));
     case Schedule::interleaved:
       if (p == 1 || v == 1) return double(std::min<i64>(m, p - s));
-      return double(std::min<i64>(m * v, 2 * (p - s - 1) + (v - 1) * p + 1)) / double(v);
+      return double(std::min<i64>(m * v, 2 * (p - s - 1) + (v - 1) * microbatch_group(p, group) + 1)) / double(v);
   }
   return 1;
 }
@@ -170,6 +198,11 @@ i64 pipeline_sends_per_micro_batch(i64 v) { return 2 * v; }
 
 Seconds pipeline_makespan(Seconds sum, Seconds slowest, i64 m, i64 v) {
   return double(m) * slowest + (sum - slowest) / double(std::max<i64>(1, v));
+}
+
+Seconds pipeline_fill(Schedule schedule, Seconds per_micro_batch, Seconds forward, Seconds weight_grad) {
+  if (schedule == Schedule::zb_h1) return std::max(forward, per_micro_batch - 2 * weight_grad);
+  return per_micro_batch;
 }
 
 Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, i64 m, i64 v) {
@@ -216,14 +249,16 @@ Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 
   }
 }
 
-void compose_iteration(Prediction& e, i64 m, i64 v) {
+void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule) {
+  // A stage's forward with half of its communication (the other half runs in backward).
+  const auto forward_of = [](const StagePrediction& st) { return st.forward + (st.tp_comm + st.ep_comm + st.p2p) / 2; };
   e.breakdown = TimeBreakdown{};
   if (e.stages.empty()) return;
   std::size_t crit = 0, tail_stage = 0;  // the slowest stage (first of equals); the longest sync + step
-  Seconds tail = 0, sum = 0;
+  Seconds tail = 0, fill = 0;
   for (std::size_t s = 0; s < e.stages.size(); ++s) {
     const StagePrediction& st = e.stages[s];
-    sum += st.per_micro_batch();
+    fill += pipeline_fill(schedule, st.per_micro_batch(), forward_of(st), st.weight_grad);
     if (st.per_micro_batch() > e.stages[crit].per_micro_batch()) crit = s;
     if (st.dp_exposed + st.optimizer > tail) {
       tail = st.dp_exposed + st.optimizer;
@@ -231,7 +266,9 @@ void compose_iteration(Prediction& e, i64 m, i64 v) {
     }
   }
   const StagePrediction& c = e.stages[crit];
-  const Seconds pipeline = pipeline_makespan(sum, c.per_micro_batch(), m, v);
+  // m x the slowest stage, plus the other stages' fill and drain.
+  const Seconds pipeline = pipeline_makespan(fill - pipeline_fill(schedule, c.per_micro_batch(), forward_of(c), c.weight_grad) +
+                                                 c.per_micro_batch(), c.per_micro_batch(), m, v);
   auto& bd = e.breakdown;
   const double md = double(m);
   bd.compute_forward = md * c.forward;

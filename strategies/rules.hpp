@@ -136,17 +136,30 @@ MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& 
 // Pipeline.
 // ---------------------------------------------------------------------------------------
 // Repeated layers of each virtual stage (p stages x v chunks; virtual stage c*p + s is
-// chunk c of stage s, as in Megatron-LM). Without interleaving the remainder goes to
-// the first stages; interleaved chunks must divide evenly (scenario validation checks).
-std::vector<std::int64_t> layers_per_virtual_stage(std::int64_t layers, std::int64_t p, std::int64_t v);
+// chunk c of stage s, as in Megatron-LM), by the plan's split (PipelineSplit):
+//  even          layers / (p v) each; without interleaving the remainder goes to the first
+//                stages; interleaved chunks must divide evenly;
+//  lighten_ends  the embedding and the output layer + loss count as one layer each
+//                (Megatron-Core's account_for_embedding/loss_in_pipeline_split): (layers + 2)
+//                / (p v) layer-equivalents per virtual stage, so the first and the last hold
+//                one layer fewer (Llama 3 405B: 126 layers, 16 stages -> 7, 8 x 14, 7);
+//  listed        as given.
+// Throws std::invalid_argument on a split that does not fit (scenario validation checks).
+std::vector<std::int64_t> layers_per_virtual_stage(std::int64_t layers, std::int64_t p, std::int64_t v,
+                                                   const PipelineSplit& split = {});
 // Layers of physical stage s (all its chunks).
-std::int64_t layers_of_stage(std::int64_t layers, std::int64_t p, std::int64_t v, std::int64_t s);
+std::int64_t layers_of_stage(std::int64_t layers, std::int64_t p, std::int64_t v, std::int64_t s,
+                             const PipelineSplit& split = {});
 
 // Micro-batches whose activations are alive at once on stage s (of p, v chunks, m
-// micro-batches): GPipe keeps all m; 1F1B keeps min(m, p - s); interleaved 1F1B runs
-// Megatron's warm-up of 2(p-s-1) + (v-1)p chunk forwards plus one, in chunks of 1/v.
+// micro-batches): GPipe keeps all m; 1F1B and ZB-H1 keep min(m, p - s); interleaved 1F1B
+// runs Megatron's warm-up of 2(p-s-1) + (v-1)N chunk forwards plus one, in chunks of 1/v,
+// with N the micro-batch group (microbatch_group_size_per_vp_stage; 0: N = p).
 // With one stage and 1F1B a micro-batch's backward follows its forward: 1.
-double micro_batches_in_flight(Schedule schedule, std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t s);
+double micro_batches_in_flight(Schedule schedule, std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t s,
+                               std::int64_t group = 0);
+// The interleaved schedule's micro-batch group: the plan's, or p when not given.
+std::int64_t microbatch_group(std::int64_t p, std::int64_t group);
 
 // The send between neighbouring pipeline stages of one micro-batch's activation (and,
 // backward, its gradient). With tp > 1 Megatron sends 1/tp per tensor-parallel rank over
@@ -171,13 +184,21 @@ std::int64_t pipeline_sends_per_micro_batch(std::int64_t v);
 Seconds pipeline_makespan(const std::vector<Seconds>& per_micro_batch, std::int64_t m, std::int64_t v);
 // The same from the stages' sum and the slowest stage.
 Seconds pipeline_makespan(Seconds sum, Seconds slowest, std::int64_t m, std::int64_t v);
+// What a stage adds to the fill and drain of the pipeline (the sum of the other stages'
+// shares, over v, is the bubble): its time per micro-batch t under GPipe, 1F1B and
+// interleaving. ZB-H1 (m >= p) sends the input gradient B before computing the weight
+// gradient W, and fills the drain with the deferred W's: t - 2W (Qi et al. 2024;
+// DeepSeek-V3's Table 2: bubble (p-1)(F + B - 2W) for p equal stages, B the whole
+// backward), but never less than the forward F, which cannot be deferred (the last stage
+// waits (p-1)F for its first input).
+Seconds pipeline_fill(Schedule schedule, Seconds per_micro_batch, Seconds forward, Seconds weight_grad);
 
 // The iteration from its stages' figures (per micro-batch times, the per-iteration
 // gradient sync and optimizer step, host launch times): the pipeline makespan of m
 // micro-batches (v chunks), then the slowest stage's sync and step, then what the host
 // adds (host_bound_time, the worst stage). Sets e.iteration_time and e.breakdown, whose
 // compute and communication terms are the critical (slowest) stage's.
-void compose_iteration(Prediction& e, std::int64_t m, std::int64_t v);
+void compose_iteration(Prediction& e, std::int64_t m, std::int64_t v, Schedule schedule = Schedule::one_f_one_b);
 
 // ---------------------------------------------------------------------------------------
 // Host dispatch. Eager PyTorch launches every kernel from one CPU thread; the GPU cannot

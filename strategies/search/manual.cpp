@@ -49,7 +49,7 @@ SearchPlan cost_manual(SearchContext& ctx, const ManualKnobs& k) {
   plan.feasible = true;
   for (i64 j = 0; j < k.pp; ++j) {
     const int a = next;
-    const int z = a + int(layers_of_stage(L, k.pp, 1, j)) - 1 + (j == 0 ? int(g.pre.size()) : 0) +
+    const int z = a + int(layers_of_stage(L, k.pp, 1, j, k.split)) - 1 + (j == 0 ? int(g.pre.size()) : 0) +
                   (j == k.pp - 1 ? int(g.post.size()) : 0);
     next = z + 1;
     const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
@@ -86,14 +86,21 @@ SearchPlan manual_search(SearchContext& ctx) {
   SearchPlan best;
   best.method = "manual";
   const i64 layers = i64(ctx.graph(1).layers.size());
-  for (const PlanPoint& pt : enumerate_plans(base, options)) {
+  // Pipelines whose layers do not split evenly, with lighter first and last stages
+  // (layers + 2 layer-equivalents split evenly: the embedding and the head count as one).
+  std::vector<PlanPoint> points = enumerate_plans(base, options);
+  Scenario ends = base;
+  ends.plan.layers_per_stage.kind = StageSplit::lighten_ends;
+  for (PlanPoint& pt : enumerate_plans(ends, options))
+    if (layers % pt.plan.pp != 0) points.push_back(std::move(pt));
+  for (const PlanPoint& pt : points) {
     const PlanSpec& p = pt.plan;
     if (p.pp > layers || !alpa_submesh(stage_submesh(p.dp * p.tp, gpn), p.dp * p.tp, p.tp, gpn)) continue;
     const i64 B = s.training.global_batch / (p.dp * pt.micro_batch);
     // With B >= pp GPipe keeps B on every stage against 1F1B's min(B, pp - j): skipped
     // to save the solves (it cannot win); with B < pp it is costed, to show it.
     if (p.schedule == Schedule::gpipe && B >= p.pp) continue;
-    const SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, B, p.schedule, p.zero});
+    const SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, B, p.schedule, p.zero, p.layers_per_stage});
     if (plan.feasible && (!best.feasible || plan.iteration_time < best.iteration_time)) best = plan;
   }
   ctx.timings.manual_s += seconds_since(t0);

@@ -16,6 +16,7 @@ struct ManualKnobs {
   std::int64_t micro_batches = 1;  // B per iteration
   Schedule schedule = Schedule::one_f_one_b;  // 1F1B or GPipe
   int zero = 0;
+  PipelineSplit split;  // layers per stage (rules.hpp layers_per_virtual_stage)
 };
 
 // The plan of `k` with its stages costed (feasible: every stage fits the GPU memory;

@@ -130,7 +130,8 @@ SearchPlan cost_manual_plan(const Scenario& s) {
   if (p.searched()) diag.error("/plan", "expected a manual plan (dp, tp, pp), got a plan to search or a plan file");
   if (p.sequence_parallel && p.tp > 1)
     diag.error("/plan/sequence_parallel", "the search's manual space has no sequence parallelism");
-  if (p.schedule == Schedule::interleaved) diag.error("/plan/schedule", "the search's manual space has no interleaved schedule");
+  if (p.schedule == Schedule::interleaved || p.schedule == Schedule::zb_h1)
+    diag.error("/plan/schedule", fmt::format("the search's manual space has no {} schedule", to_string(p.schedule)));
   if (s.model.family == ModelFamily::moe && p.ep != p.dp)
     diag.error("/plan/ep", fmt::format("the search splits the experts over the data-parallel GPUs: ep must equal dp ({}), got {}",
                                        p.dp, p.ep));
@@ -143,7 +144,7 @@ SearchPlan cost_manual_plan(const Scenario& s) {
     diag.error("/plan/dp", fmt::format("a stage's dp x tp = {} GPUs must fill whole nodes of {}", per, gpn));
   diag.throw_if_errors();
   SearchContext ctx(s, SearchOptions{});
-  SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, p.micro_batches(s.training), p.schedule, p.zero});
+  SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, p.micro_batches(s.training), p.schedule, p.zero, p.layers_per_stage});
   if (plan.stages.empty())
     throw InputError(s.source, "/plan",
                      fmt::format("an op of the model does not split evenly over a stage's dp x tp = {} x {} GPUs", p.dp, p.tp));

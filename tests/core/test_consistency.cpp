@@ -71,3 +71,32 @@ TEST_CASE("consistency: estimator and search cost the same manual plans alike", 
               100 * worst, worst_row.c_str(), 100 * test::kSearchTolerance, 100 * test::kSearchDataParallelTolerance,
               100 * test::kSearchZero3Tolerance, 100 * test::kSearchMoeTolerance);
 }
+
+TEST_CASE("consistency: uneven stages split alike in the estimator and the search", "[consistency]") {
+  // 6 layers on 4 stages: lighten-ends gives (6 + 2) / 4 - 1 = 1, 2, 2, 1; and a list.
+  for (const PipelineSplit& split : {PipelineSplit{StageSplit::lighten_ends, {}}, PipelineSplit{StageSplit::listed, {2, 1, 1, 2}}}) {
+    Scenario s = test::grid_scenario("llama", 1, 2, 4, "1f1b", 1, "selective");
+    s.model.layers = 6;
+    s.plan.layers_per_stage = split;
+    Diagnostics diag("<uneven>");
+    check_consistency(s, diag);
+    REQUIRE(diag.ok());
+    const Prediction e = make_estimator(s).estimate(s.plan);
+    const search::SearchPlan plan = search::cost_manual_plan(s);
+    const Prediction& p = plan.prediction;
+    REQUIRE(p.stages.size() == 4);
+    for (std::size_t j = 0; j < 4; ++j) {
+      INFO("stage " << j);
+      const std::int64_t expected = split.kind == StageSplit::listed ? split.layers[j] : (j == 0 || j == 3 ? 1 : 2);
+      std::printf("stage %zu: expected %lld layers, estimator %d, search %d; memory %.0f / %.0f B\n", j,
+                  static_cast<long long>(expected), e.stages[j].layers, p.stages[j].layers, e.stages[j].memory.total(),
+                  p.stages[j].memory.total());
+      CHECK(e.stages[j].layers == expected);
+      CHECK(p.stages[j].layers == expected);
+      CHECK(p.stages[j].first_layer == e.stages[j].first_layer);
+      CHECK(std::fabs(p.stages[j].memory.total() - e.stages[j].memory.total()) < 1.0);
+      CHECK(p.stages[j].forward == Approx(e.stages[j].forward).epsilon(1e-9));
+    }
+    CHECK(p.iteration_time == Approx(e.iteration_time).epsilon(test::kSearchTolerance));
+  }
+}

@@ -75,6 +75,70 @@ TEST_CASE("pipeline bubble of uniform stages: (p-1)/(m+p-1), interleaved (p-1)/v
   CHECK(bubble_i == Approx(expected_i).epsilon(0.01));
 }
 
+TEST_CASE("uneven stages: lighten-ends takes a layer off the stages holding the embedding and the head", "[estimator]") {
+  // 30 layers on 4 stages: (30 + 2) / 4 = 8 layer-equivalents, so 7, 8, 8, 7 layers.
+  json doc = gpt_doc(30);
+  doc["plan"] = {{"dp", 4}, {"tp", 1}, {"pp", 4}, {"layers_per_stage", "lighten-ends"}};
+  const Prediction ends = run(doc);
+  REQUIRE(ends.stages.size() == 4);
+  CHECK(ends.stages[0].layers == 7);
+  CHECK(ends.stages[1].layers == 8);
+  CHECK(ends.stages[2].layers == 8);
+  CHECK(ends.stages[3].layers == 7);
+  CHECK(ends.stages[3].first_layer == 23);
+  // A middle stage holds 8 GPT layers of 12 h^2 + 13 h parameters each.
+  const double h = 4096, V = 51200, s = 2048;
+  const double layer = 12 * h * h + 13 * h;
+  std::printf("middle stage parameters: expected 8 (12 h^2 + 13 h) = %.6g, estimated %.6g\n", 8 * layer,
+              ends.stages[1].params_per_gpu);
+  CHECK(ends.stages[1].params_per_gpu == Approx(8 * layer).epsilon(1e-12));
+  // The first: 7 layers, the word and position embeddings (V h + s h).
+  std::printf("first stage parameters: expected 7 layers + (V + s) h = %.6g, estimated %.6g\n", 7 * layer + (V + s) * h,
+              ends.stages[0].params_per_gpu);
+  CHECK(ends.stages[0].params_per_gpu == Approx(7 * layer + (V + s) * h).epsilon(1e-6));
+
+  // The same layers with the last stage holding one more (7, 8, 7, 8): its forward grows by
+  // exactly one layer's (a middle stage's / 8), and it becomes the slowest stage.
+  doc["plan"]["layers_per_stage"] = json::array({7, 8, 7, 8});
+  const Prediction heavy = run(doc);
+  const double one_layer = ends.stages[1].forward / 8;
+  std::printf("last stage forward, one layer more: expected +%.6g s, estimated +%.6g s\n", one_layer,
+              heavy.stages[3].forward - ends.stages[3].forward);
+  CHECK(heavy.stages[3].forward - ends.stages[3].forward == Approx(one_layer).epsilon(1e-9));
+  std::printf("iteration: lighten-ends %.4f s, 7-8-7-8 %.4f s\n", ends.iteration_time, heavy.iteration_time);
+  CHECK(ends.iteration_time < heavy.iteration_time);
+  // Memory per stage follows the stage's own layers: the middle stage's activations are
+  // 8 layers' worth for its p - 1 = 3 micro-batches in flight (1F1B).
+  CHECK(heavy.stages[1].memory.activations == Approx(ends.stages[1].memory.activations).epsilon(1e-12));
+  CHECK(heavy.stages[2].memory.activations == Approx(ends.stages[2].memory.activations * 7 / 8).epsilon(1e-12));
+}
+
+TEST_CASE("ZB-H1: the bubble shrinks to (p-1)(F + B - 2W) at 1F1B's memory", "[estimator]") {
+  // Uniform stages (tiny vocabulary), no data-parallel traffic on the critical path: the
+  // pipeline part of the iteration is m t + (p-1) max(F, t - 2W) per the rule.
+  json doc = gpt_doc(32, 128);
+  doc["training"]["global_batch"] = 64;
+  doc["plan"] = {{"dp", 2}, {"tp", 2}, {"pp", 4}, {"schedule", "1f1b"}};
+  const Prediction one = run(doc);
+  doc["plan"]["schedule"] = "zb-h1";
+  const Prediction zb = run(doc);
+  const StagePrediction& s = zb.stages[1];
+  const double t = s.per_micro_batch(), F = s.forward + (s.tp_comm + s.ep_comm + s.p2p) / 2, W = s.weight_grad;
+  REQUIRE(W > 0);
+  REQUIRE(W < s.backward);
+  // A weight-gradient GEMM has the FLOPs of the forward GEMM: W is close to the GEMM part of F.
+  std::printf("ZB-H1 stage 1: F %.4g s, B %.4g s, W %.4g s\n", s.forward, s.backward, W);
+  const double p = 4;
+  std::printf("ZB-H1 bubble: expected (p-1) max(F, t - 2W) = %.6g s, estimated %.6g s (1F1B %.6g s)\n",
+              (p - 1) * std::max(F, t - 2 * W), zb.breakdown.bubble, one.breakdown.bubble);
+  // The first and last stages (embedding, head) differ slightly from the middle ones.
+  CHECK(zb.breakdown.bubble == Approx((p - 1) * std::max(F, t - 2 * W)).epsilon(0.02));
+  // Against 1F1B's (p-1) t: the share max(F, t - 2W) / t (about half here: the TP
+  // collectives and pipeline sends on the critical path are not deferred).
+  CHECK(zb.breakdown.bubble / one.breakdown.bubble == Approx(std::max(F, t - 2 * W) / t).epsilon(0.02));
+  CHECK(zb.memory_per_gpu == Approx(one.memory_per_gpu).epsilon(1e-12));
+}
+
 TEST_CASE("ZeRO stages shard optimizer states, then gradients, then weights", "[estimator]") {
   json doc = gpt_doc(8);
   const Prediction z0 = run(doc);

@@ -223,6 +223,39 @@ TEST_CASE("layers per stage: remainder to the first stages, interleaved chunks e
   CHECK_THROWS(layers_per_virtual_stage(10, 4, 2));
 }
 
+TEST_CASE("uneven stages: lighten-ends counts the embedding and the output layer as one layer each", "[rules]") {
+  // Llama 3 405B (Dubey et al. 2024, section 3.3.2): 126 layers on 16 stages, one layer
+  // fewer on the first and the last: (126 + 2) / 16 = 8 layer-equivalents per stage.
+  const PipelineSplit ends{StageSplit::lighten_ends, {}};
+  const auto llama = layers_per_virtual_stage(126, 16, 1, ends);
+  std::vector<std::int64_t> expected(16, 8);
+  expected.front() = expected.back() = 7;
+  show("Llama 3 405B, 126 layers, pp 16: first stage 8 - 1", 7, double(llama.front()));
+  show("Llama 3 405B, 126 layers, pp 16: middle stage (126 + 2) / 16", 8, double(llama[5]));
+  CHECK(llama == expected);
+  CHECK(layers_of_stage(126, 16, 1, 0, ends) == 7);
+  CHECK(layers_of_stage(126, 16, 1, 15, ends) == 7);
+  CHECK(layers_of_stage(126, 16, 1, 1, ends) == 8);
+  // Interleaved, p 4, v 2, 30 layers: 32 / 8 = 4 per virtual stage; virtual stage 0 is
+  // chunk 0 of stage 0 and virtual stage 7 chunk 1 of stage 3.
+  CHECK(layers_per_virtual_stage(30, 4, 2, ends) == std::vector<std::int64_t>{3, 4, 4, 4, 4, 4, 4, 3});
+  CHECK(layers_of_stage(30, 4, 2, 0, ends) == 7);
+  CHECK(layers_of_stage(30, 4, 2, 3, ends) == 7);
+  CHECK(layers_of_stage(30, 4, 2, 1, ends) == 8);
+  // One stage holds everything; layers + 2 must split evenly otherwise.
+  CHECK(layers_per_virtual_stage(24, 1, 1, ends) == std::vector<std::int64_t>{24});
+  CHECK_THROWS(layers_per_virtual_stage(24, 4, 1, ends));
+}
+
+TEST_CASE("uneven stages: a listed split is taken as given, and must cover the layers", "[rules]") {
+  const PipelineSplit listed{StageSplit::listed, {5, 7, 7, 5}};
+  CHECK(layers_per_virtual_stage(24, 4, 1, listed) == listed.layers);
+  CHECK(layers_of_stage(24, 4, 1, 2, listed) == 7);
+  CHECK(layers_of_stage(24, 2, 2, 0, listed) == 5 + 7);  // chunks 0 and 1 of stage 0: virtual stages 0 and 2
+  CHECK_THROWS(layers_per_virtual_stage(25, 4, 1, listed));
+  CHECK_THROWS(layers_per_virtual_stage(24, 8, 1, listed));
+}
+
 TEST_CASE("micro-batches in flight: GPipe m, 1F1B min(m, p - s), interleaved warm-up / v", "[rules]") {
   CHECK(micro_batches_in_flight(Schedule::gpipe, 4, 1, 16, 0) == 16);
   CHECK(micro_batches_in_flight(Schedule::gpipe, 1, 1, 16, 0) == 16);
@@ -234,6 +267,48 @@ TEST_CASE("micro-batches in flight: GPipe m, 1F1B min(m, p - s), interleaved war
   show("interleaved p 4 v 2 stage 0: (2(p-1) + (v-1)p + 1) / v", 5.5,
        micro_batches_in_flight(Schedule::interleaved, 4, 2, 16, 0));
   CHECK(micro_batches_in_flight(Schedule::interleaved, 4, 2, 16, 0) == Approx(5.5));
+}
+
+TEST_CASE("interleaved micro-batch groups: warm-up 2(p-s-1) + (v-1)N chunk forwards", "[rules]") {
+  // p 4, v 2, m 6 in one group of N = 6 (Megatron-LM's microbatch_group_size_per_vp_stage):
+  // stage 0 warms up with 2 x 3 + 1 x 6 = 12 = m v chunk forwards, all of them: 6 micro-batches.
+  show("interleaved p 4 v 2 m 6 N 6, stage 0: min(m v, 2(p-1) + (v-1)N + 1) / v", 6.0,
+       micro_batches_in_flight(Schedule::interleaved, 4, 2, 6, 0, 6));
+  CHECK(micro_batches_in_flight(Schedule::interleaved, 4, 2, 6, 0, 6) == Approx(6.0));
+  // Stage 3: (0 + 6 + 1) / 2 = 3.5.
+  CHECK(micro_batches_in_flight(Schedule::interleaved, 4, 2, 6, 3, 6) == Approx(3.5));
+  // N = 0 means p: the default warm-up.
+  CHECK(micro_batches_in_flight(Schedule::interleaved, 4, 2, 16, 0, 0) == micro_batches_in_flight(Schedule::interleaved, 4, 2, 16, 0, 4));
+  CHECK(microbatch_group(4, 0) == 4);
+  CHECK(microbatch_group(4, 6) == 6);
+  // ZB-H1 keeps 1F1B's activations in flight.
+  CHECK(micro_batches_in_flight(Schedule::zb_h1, 4, 1, 16, 1) == 3);
+}
+
+TEST_CASE("zero-bubble ZB-H1: each stage fills max(F, t - 2W), 1F1B the whole t", "[rules]") {
+  // F 1, B 2 (of which W 1): 1F1B's bubble (p-1)(F + B) = 9 for p 4; ZB-H1's (p-1)(F + B - 2W) = 3.
+  const double F = 1, B = 2, W = 1, t = F + B;
+  show("1F1B fill of a stage: t = F + B", 3, pipeline_fill(Schedule::one_f_one_b, t, F, W));
+  show("ZB-H1 fill of a stage: F + B - 2W", 1, pipeline_fill(Schedule::zb_h1, t, F, W));
+  CHECK(pipeline_fill(Schedule::one_f_one_b, t, F, W) == Approx(3));
+  CHECK(pipeline_fill(Schedule::zb_h1, t, F, W) == Approx(1));
+  // A weight gradient longer than F + B_input leaves the forward fill: F.
+  CHECK(pipeline_fill(Schedule::zb_h1, 3.0, 1.0, 1.5) == Approx(1.0));
+  // The iteration: 4 equal stages, m 8: 8 x 3 + 3 x 1 = 27 (1F1B: 8 x 3 + 3 x 3 = 33).
+  Prediction e;
+  for (int s = 0; s < 4; ++s) {
+    StagePrediction st;
+    st.forward = F;
+    st.backward = B;
+    st.weight_grad = W;
+    e.stages.push_back(st);
+  }
+  compose_iteration(e, 8, 1, Schedule::zb_h1);
+  show("ZB-H1 p 4 m 8: m t + (p-1)(F + B - 2W)", 27, e.iteration_time);
+  CHECK(e.iteration_time == Approx(27));
+  CHECK(e.breakdown.bubble == Approx(3));
+  compose_iteration(e, 8, 1, Schedule::one_f_one_b);
+  CHECK(e.iteration_time == Approx(33));
 }
 
 TEST_CASE("pipeline makespan: m x slowest + the other stages once (/v interleaved)", "[rules]") {

@@ -104,6 +104,98 @@ TEST_CASE("cross-field rules: the plan must tile the cluster and the batch must 
   CHECK(has_problem(ps, "/plan/tp", "heads (16) must be divisible by tp (3)"));
 }
 
+TEST_CASE("uneven pipeline stages: layers_per_stage is a rule name or a list that covers the layers", "[scenario]") {
+  // The default: 24 layers, 16 GPUs as dp 8 x tp 2; as dp 2 x tp 2 x pp 4 instead.
+  json doc = base_doc();
+  doc["plan"]["dp"] = 2;
+  doc["plan"]["pp"] = 4;
+  doc["training"]["global_batch"] = 64;
+  doc["plan"]["layers_per_stage"] = json::array({5, 7, 7, 5});
+  auto ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(ps.empty());
+
+  doc["plan"]["layers_per_stage"] = json::array({5, 7, 7});
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/layers_per_stage", "has 3 entries; give one per virtual stage, pp*virtual_stages = 4*1 = 4"));
+  doc["plan"]["layers_per_stage"] = json::array({5, 7, 7, 6});
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/layers_per_stage", "add up to 25; the model has 24 layers"));
+  doc["plan"]["layers_per_stage"] = json::array({12, 0, 7, 5});
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/layers_per_stage/1", "needs at least one layer, got 0"));
+  doc["plan"]["layers_per_stage"] = json::array({5, -7, 7, 5});
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/layers_per_stage/1", "expected an integer in [0, 1048576], got -7"));
+  doc["plan"]["layers_per_stage"] = "balanced";
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/layers_per_stage", "expected \"even\", \"lighten-ends\" or a list"));
+
+  // 24 + 2 = 26 does not split over 4 stages; it does over 2 (13 each: 12, 12).
+  doc["plan"]["layers_per_stage"] = "lighten-ends";
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/layers_per_stage", "layers + 2 = 24 + 2 = 26 must be divisible by pp*virtual_stages = 4*1 = 4"));
+  doc["plan"]["pp"] = 2;
+  doc["plan"]["dp"] = 4;
+  ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(ps.empty());
+  // 26 layers (not divisible by 4) on 4 stages, listed: accepted; even: refused as before.
+  doc["model"]["layers"] = 26;
+  doc["plan"]["pp"] = 4;
+  doc["plan"]["dp"] = 2;
+  doc["plan"]["layers_per_stage"] = "even";
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/pp", "layers (26) must be divisible by pp*virtual_stages = 4*1 = 4"));
+  doc["plan"]["layers_per_stage"] = "lighten-ends";
+  ps = problems_of(doc);
+  CHECK(ps.empty());
+
+  // The canonical form keeps the split (and leaves it out when even).
+  Diagnostics diag("canon");
+  const Scenario s = parse_scenario(doc, diag);
+  REQUIRE(diag.ok());
+  CHECK(to_json(s)["plan"]["layers_per_stage"] == "lighten-ends");
+  CHECK_FALSE(to_json(default_scenario())["plan"].contains("layers_per_stage"));
+}
+
+TEST_CASE("interleaving with any micro-batch count: microbatch_group_size as Megatron-LM checks it", "[scenario]") {
+  // 16 GPUs as dp 2 x tp 2 x pp 4; global batch 48 = 6 micro-batches of 4 per replica.
+  json doc = base_doc();
+  doc["plan"]["dp"] = 2;
+  doc["plan"]["pp"] = 4;
+  doc["plan"]["schedule"] = "interleaved";
+  doc["training"]["global_batch"] = 48;
+  auto ps = problems_of(doc);
+  CHECK(has_problem(ps, "/training/global_batch", "6 micro-batches leave a last group of 2, fewer than pp (4)"));
+  CHECK(has_problem(ps, "/training/global_batch", "Set plan.microbatch_group_size to 6"));
+  doc["plan"]["microbatch_group_size"] = 6;
+  ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(ps.empty());
+  doc["plan"]["microbatch_group_size"] = 3;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/microbatch_group_size", "microbatch_group_size (3) must be in [pp, micro-batches] = [4, 6]"));
+  doc["plan"]["microbatch_group_size"] = 5;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/microbatch_group_size", "leave a last group of 1"));
+  doc["plan"]["schedule"] = "1f1b";
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/microbatch_group_size", "only the interleaved schedule groups micro-batches"));
+
+  // ZB-H1: m >= pp, ZeRO 0-2.
+  doc["plan"].erase("microbatch_group_size");
+  doc["plan"]["schedule"] = "zb-h1";
+  ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(ps.empty());
+  doc["plan"]["zero"] = 3;
+  doc["training"]["global_batch"] = 16;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/schedule", "zb-h1 with ZeRO-3 is not modelled"));
+  CHECK(has_problem(ps, "/training/global_batch", "zb-h1 needs at least pp (4) micro-batches"));
+}
+
 TEST_CASE("multi-node clusters need an inter_node section", "[scenario]") {
   json doc = base_doc();
   doc["cluster"].erase("inter_node");

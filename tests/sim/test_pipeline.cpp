@@ -23,19 +23,23 @@ ClusterModel one_node(std::int64_t gpus) {
   return c;
 }
 
-// p uniform stages of v chunks; a micro-batch costs f forward and b backward per stage.
-ReplayPlan uniform(Schedule schedule, std::int64_t p, std::int64_t v, std::int64_t m, double f, double b) {
+// p uniform stages of v chunks; a micro-batch costs f forward and b backward per stage
+// (ZB-H1: of which w in a weight pass of its own).
+ReplayPlan uniform(Schedule schedule, std::int64_t p, std::int64_t v, std::int64_t m, double f, double b, double w = 0,
+                   std::int64_t group = 0) {
   ReplayPlan plan;
   plan.pp = p;
   plan.virtual_stages = v;
   plan.micro_batches = m;
   plan.schedule = schedule;
+  plan.microbatch_group = group;
   for (std::int64_t s = 0; s < p; ++s) {
     sim::StageProgram st;
     for (std::int64_t c = 0; c < v; ++c) {
       sim::ChunkProgram chunk;
       chunk.forward.push_back({sim::Work::forward, f / double(v), {}, 0, 0, {{"layer", f / double(v)}}});
-      chunk.backward.push_back({sim::Work::backward, b / double(v), {}, 0, 0, {{"layer", b / double(v)}}});
+      chunk.backward.push_back({sim::Work::backward, (b - w) / double(v), {}, 0, 0, {{"layer", (b - w) / double(v)}}});
+      if (w > 0) chunk.weight_grad.push_back({sim::Work::backward, w, {}, 0, 0, {{"wgrad", w}}});
       chunk.saved = 1e9;
       st.chunks.push_back(chunk);
     }
@@ -80,16 +84,63 @@ TEST_CASE("interleaved schedule shrinks the bubble to (p-1)/(vm+p-1)", "[sim][pi
     }
 }
 
-TEST_CASE("schedules run every forward before its backward, each once", "[sim][pipeline]") {
-  for (auto schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved})
-    for (std::int64_t s = 0; s < 4; ++s) {
-      const std::int64_t v = schedule == Schedule::interleaved ? 2 : 1, m = 8;
-      std::set<std::tuple<bool, std::int64_t, std::int64_t>> seen;
-      for (const auto& w : sim::schedule_order(schedule, 4, v, m, s)) {
-        INFO("stage " << s << " chunk " << w.chunk << " mb " << w.micro_batch);
-        CHECK(seen.insert({w.forward, w.chunk, w.micro_batch}).second);
-        if (!w.forward) CHECK(seen.count({true, w.chunk, w.micro_batch}) == 1);
-      }
-      CHECK(seen.size() == static_cast<std::size_t>(2 * v * m));
+TEST_CASE("interleaved with any micro-batch count: groups of N in [p, m] keep the bubble (p-1)/(vm+p-1)", "[sim][pipeline]") {
+  const double f = 1e-3, b = 2e-3;
+  const std::int64_t p = 4, v = 2;
+  // m = 6 and 10 are not multiples of p; N = m (one group), or N = 5 for m = 10.
+  for (auto [m, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{{6, 6}, {10, 10}, {10, 5}, {8, 4}}) {
+    const auto r = sim::simulate_plan(uniform(Schedule::interleaved, p, v, m, f, b, 0, n), one_node(p));
+    const double T = r["iteration_time_s"].get<double>();
+    const double bubble = (T - double(m) * (f + b)) / T;
+    const double expected = double(p - 1) / double(v * m + p - 1);
+    std::printf("interleaved p=%lld v=%lld m=%-3lld N=%-3lld bubble: expected %.4f, simulated %.4f\n", static_cast<long long>(p),
+                static_cast<long long>(v), static_cast<long long>(m), static_cast<long long>(n), expected, bubble);
+    CHECK(bubble == Approx(expected).epsilon(1e-6));
+    // Stage 0 keeps min(m v, 2(p-1) + (v-1)N + 1) chunk forwards (rules.hpp).
+    const double peak0 = r["groups"][0]["peak_activations_bytes"].get<double>();
+    CHECK(peak0 == Approx(1e9 * double(std::min(m * v, 2 * (p - 1) + (v - 1) * n + 1))));
+  }
+}
+
+TEST_CASE("ZB-H1 shrinks the bubble to (p-1)(F + B - 2W), at 1F1B's activation memory", "[sim][pipeline]") {
+  const std::int64_t p = 4;
+  // (f, b, w): equal passes (the paper's 1/3 of 1F1B's bubble), a light W, a W heavier than F + B_input.
+  for (auto [f, b, w] : std::vector<std::tuple<double, double, double>>{{1e-3, 2e-3, 1e-3}, {1e-3, 2e-3, 0.5e-3}, {1e-3, 2e-3, 1.5e-3}})
+    for (std::int64_t m : {4, 8, 16}) {
+      const auto r = sim::simulate_plan(uniform(Schedule::zb_h1, p, 1, m, f, b, w), one_node(p));
+      const double T = r["iteration_time_s"].get<double>();
+      const double expected = double(m) * (f + b) + double(p - 1) * std::max(f, f + b - 2 * w);
+      std::printf("zb-h1 p=%lld m=%-3lld F %.1f B %.1f W %.1f ms: expected %.4f ms, simulated %.4f ms (1F1B %.4f ms)\n",
+                  static_cast<long long>(p), static_cast<long long>(m), f * 1e3, b * 1e3, w * 1e3, expected * 1e3, T * 1e3,
+                  (double(m + p - 1) * (f + b)) * 1e3);
+      CHECK(T == Approx(expected).epsilon(1e-6));
+      const double peak0 = r["groups"][0]["peak_activations_bytes"].get<double>();
+      CHECK(peak0 == Approx(1e9 * double(std::min(m, p))));
     }
+}
+
+TEST_CASE("schedules run every forward before its backward, each once", "[sim][pipeline]") {
+  for (auto schedule : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved, Schedule::zb_h1})
+    for (std::int64_t s = 0; s < 4; ++s)
+      for (std::int64_t m : {8, 6}) {
+        if (m % 4 != 0 && schedule == Schedule::interleaved) continue;  // N = 6 below
+        const std::int64_t v = schedule == Schedule::interleaved ? 2 : 1;
+        std::set<std::tuple<int, std::int64_t, std::int64_t>> seen;  // (F 1, B 0, W 2), chunk, micro-batch
+        for (const auto& w : sim::schedule_order(schedule, 4, v, m, s)) {
+          INFO(to_string(schedule) << " stage " << s << " chunk " << w.chunk << " mb " << w.micro_batch);
+          const int kind = w.weight ? 2 : w.forward ? 1 : 0;
+          CHECK(seen.insert({kind, w.chunk, w.micro_batch}).second);
+          if (kind == 0) CHECK(seen.count({1, w.chunk, w.micro_batch}) == 1);
+          if (kind == 2) CHECK(seen.count({0, w.chunk, w.micro_batch}) == 1);
+        }
+        CHECK(seen.size() == static_cast<std::size_t>((schedule == Schedule::zb_h1 ? 3 : 2) * v * m));
+      }
+  for (std::int64_t s = 0; s < 4; ++s) {
+    std::set<std::tuple<bool, std::int64_t, std::int64_t>> seen;
+    for (const auto& w : sim::schedule_order(Schedule::interleaved, 4, 2, 6, s, 6)) {
+      CHECK(seen.insert({w.forward, w.chunk, w.micro_batch}).second);
+      if (!w.forward) CHECK(seen.count({true, w.chunk, w.micro_batch}) == 1);
+    }
+    CHECK(seen.size() == 24u);
+  }
 }
