@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "cli/command.hpp"
+#include "cli/progress.hpp"
 #include "runner/store.hpp"
 #include "runner/sweep.hpp"
 #include "runner/sweep_mpi.hpp"
@@ -33,51 +34,6 @@ struct SweepOptions {
   bool mpi = false;        // --mpi: use MPI even when no launcher is recognised
   std::size_t chunk = 0;   // --chunk: most points per MPI request; 0: the default
   std::size_t backlog = 0;  // --mpi-backlog (hidden): rank 0's limit of unstored outcomes
-};
-
-std::string format_duration(double s) {
-  if (s < 60) return fmt::format("{:.0f}s", s);
-  if (s < 3600) return fmt::format("{:.0f}m{:02.0f}s", std::floor(s / 60), std::fmod(s, 60));
-  return fmt::format("{:.0f}h{:02.0f}m", std::floor(s / 3600), std::fmod(s / 60, 60));
-}
-
-class Progress {
- public:
-  Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled), tty_(isatty(STDERR_FILENO)) {}
-  void update(std::size_t done, double elapsed, bool final = false) {
-    if (!enabled_) return;
-    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
-    // A rate over a few milliseconds is noise: the first line once claimed 15,701,668
-    // points/s. Rate and ETA wait for half a second of work.
-    const bool measured = final || elapsed >= 0.5;
-    const std::string rate_text = measured ? fmt::format("{:.0f}", rate) : "-";
-    const std::string eta_text = measured ? format_duration(eta) : "-";
-    const double frac = total_ ? static_cast<double>(done) / static_cast<double>(total_) : 1;
-    if (tty_) {
-      if (!final && elapsed - last_ < 0.1) return;
-      constexpr int width = 30;
-      const int filled = static_cast<int>(frac * width);
-      fmt::print(stderr, "\r[{}{}] {}/{} {:3.0f}% {} points/s ETA {}   ", std::string(filled, '#'),
-                 std::string(width - filled, '.'), done, total_, 100 * frac, rate_text, eta_text);
-      if (final) fmt::print(stderr, "\n");
-    } else {
-      // Plain lines for logs: about every 10% and at least every 10 s.
-      const auto decile = static_cast<int>(frac * 10);
-      if (!final && decile == last_decile_ && elapsed - last_ < 10) return;
-      last_decile_ = decile;
-      fmt::print(stderr, "sweep: {}/{} points ({:.0f}%), {} points/s, ETA {}\n", done, total_, 100 * frac, rate_text,
-                 eta_text);
-    }
-    last_ = elapsed;
-    std::fflush(stderr);
-  }
-
- private:
-  std::size_t total_;
-  bool enabled_, tty_;
-  double last_ = -1;
-  int last_decile_ = -1;
 };
 
 // Installs the stop handlers for the lifetime of the object.
