@@ -29,6 +29,10 @@ struct SearchProgress {
   std::size_t done = 0, total = 0;
 };
 
+// The search's default micro-batch counts B: every power of two from 1 to the global
+// batch that divides it.
+std::vector<std::int64_t> default_micro_batch_counts(std::int64_t global_batch);
+
 struct SearchOptions {
   int layer_clusters = 8;  // K: layers after clustering (capped by the model's blocks)
   // Micro-batch counts B to try; empty: the powers of two from 1 up to the global batch

@@ -42,12 +42,16 @@ std::vector<std::string> SearchContext::block_names() {
   return names;
 }
 
+std::vector<i64> default_micro_batch_counts(i64 global_batch) {
+  std::vector<i64> out;
+  for (i64 b = 1; b <= global_batch; b *= 2)
+    if (global_batch % b == 0) out.push_back(b);
+  return out;
+}
+
 std::vector<i64> SearchContext::micro_batch_counts() const {
   if (!o_.micro_batch_counts.empty()) return o_.micro_batch_counts;
-  std::vector<i64> out;
-  for (i64 b = 1; b <= s_.training.global_batch; b *= 2)
-    if (s_.training.global_batch % b == 0) out.push_back(b);
-  return out;
+  return default_micro_batch_counts(s_.training.global_batch);
 }
 
 IntraOpProblem SearchContext::problem(const ModelGraph& g, std::vector<int> blocks, const LogicalMesh& mesh, i64 B,
