@@ -150,3 +150,20 @@ TEST_CASE("search and rank: progress on a terminal, nothing on a pipe or with --
   CHECK(quiet.code == 0);
   CHECK(quiet.output.find("ETA") == std::string::npos);
 }
+
+TEST_CASE("search names the best manual plan over every knob, rank's first row", "[cli][rank][search]") {
+  const fs::path dir = setup_dir("search-best");
+  const std::string s = (dir / "s.json").string(), plan = (dir / "p.plan.json").string();
+  const auto r = run_cli("search " + s + " -o " + plan + " --clusters 3 --json", false);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const auto doc = nlohmann::json::parse(r.output);
+  const auto& best = doc["search"]["best_manual_estimated"];
+  const auto rk = run_cli("rank " + s + " --top 1 --no-alpa --json -", false);
+  REQUIRE(rk.code == 0);
+  const auto row = nlohmann::json::parse(rk.output)["rows"][0];
+  CHECK(best["label"] == row["label"]);
+  CHECK(best["prediction"]["iteration_time_s"].get<double>() == Approx(row["iteration_time_s"].get<double>()).epsilon(1e-12));
+  const auto text = run_cli("search " + s + " -o " + plan + " --clusters 3");
+  CHECK_THAT(text.output, Catch::Contains("Best manual plan over every knob") && Catch::Contains(row["label"].get<std::string>()));
+}
