@@ -12,16 +12,20 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/cmd_search.hpp"
 #include "cli/command.hpp"
+#include "cli/progress.hpp"
 #include "cli/report.hpp"
 #include "runner/provenance.hpp"
 #include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
 #include "scenarios/output_file.hpp"
+#include "strategies/ranking.hpp"
 #include "strategies/resolved_plan.hpp"
 #include "strategies/search/search.hpp"
+#include "strategies/search/search_context.hpp"
 
 namespace clustersim::cli {
 using runner::store_run;
@@ -34,6 +38,7 @@ struct SearchCliOptions {
   bool json = false;
   bool no_manual = false;
   bool trace = false;
+  bool quiet = false;  // no progress bar (shown on a terminal only)
   int clusters = 8;
   std::vector<std::int64_t> micro_batches;
   double time_limit = search::SearchOptions::default_search_ilp().time_limit_s, gap = 0;
@@ -53,10 +58,11 @@ std::string describe_blocks(const search::PlanStage& st, const std::vector<std::
   return out;
 }
 
-// "dp 2 x tp 4 x pp 2, 1F1B, ZeRO-2" (manual plans' knobs).
+// "dp 2 x tp 4 x pp 2, 1F1B, ZeRO-2, recompute selective" (manual plans' knobs).
 std::string manual_knobs(const search::SearchPlan& p) {
-  return fmt::format("dp {} x tp {} x pp {}, {}, {}", p.dp, p.tp, p.pp, p.schedule == "gpipe" ? "GPipe" : "1F1B",
-                     p.zero > 0 ? fmt::format("ZeRO-{}", p.zero) : std::string("no ZeRO"));
+  return fmt::format("dp {} x tp {} x pp {}, {}, {}{}", p.dp, p.tp, p.pp, p.schedule == "gpipe" ? "GPipe" : "1F1B",
+                     p.zero > 0 ? fmt::format("ZeRO-{}", p.zero) : std::string("no ZeRO"),
+                     p.recompute ? fmt::format(", recompute {}", to_string(*p.recompute)) : std::string());
 }
 
 std::vector<std::string> block_names(const Scenario& s) {
@@ -144,7 +150,33 @@ int run_search_command(const SearchCliOptions& o) {
   so.ilp.solver = o.solver == "cbc" ? search::IlpSolver::cbc : o.solver == "dp" ? search::IlpSolver::dp : search::IlpSolver::automatic;
   so.manual_baseline = !o.no_manual;
   so.trace = o.trace || std::getenv("CLUSTERSIM_SEARCH_TRACE") != nullptr;
+  // Progress on a terminal (silent otherwise): the Alpa-style search's steps (each
+  // micro-batch count's first DP round, then its refinement), then the manual plans.
+  const auto t0 = search::Clock::now();
+  std::unique_ptr<Progress> bar;
+  std::string phase;
+  if (!o.quiet)
+    so.progress = [&](const search::SearchProgress& p) {
+      const double t = search::seconds_since(t0);
+      if (!bar) bar = std::make_unique<Progress>(p.total, true, Progress::Style{"search", "steps", false});
+      if (p.phase != phase) {
+        phase = p.phase;
+        bar->restart(p.total, t, p.phase == "manual" ? "plans" : "steps");
+      }
+      bar->update(p.done, t, p.done == p.total);
+    };
   const search::SearchReport rep = search::run_search(s, so);
+  // The manual knobs the Megatron-space baseline cannot express (sequence parallelism,
+  // interleaved schedules) ranked with the rest by the estimator, as `rank` does.
+  std::optional<RankedPlan> estimated;
+  if (!o.no_manual) {
+    RankOptions ro;
+    ro.top = 1;
+    ro.alpa = false;
+    ro.search.micro_batch_counts = o.micro_batches;
+    const Ranking rk = rank_plans(s, ro);
+    if (!rk.rows.empty() && rk.rows.front().rank == 1) estimated = rk.rows.front();
+  }
   if (so.trace) print_trace(std::cerr, rep.timings);
   if (!rep.alpa.feasible) {
     std::cerr << o.file << ": no plan fits: every candidate stage exceeds the GPU memory\n";
@@ -155,6 +187,10 @@ int run_search_command(const SearchCliOptions& o) {
   nlohmann::json result = result_json(s, rep.alpa, rep.block_names);
   result["search"] = {{"speedup_over_manual", rep.speedup()}, {"timings", timings_json(t)}, {"plan_file", out_file}};
   if (rep.manual.feasible) result["search"]["manual"] = result_json(s, rep.manual, rep.block_names);
+  if (estimated)
+    result["search"]["best_manual_estimated"] = {{"label", estimated->label},
+                                                 {"prediction", to_json(estimated->prediction)},
+                                                 {"plan", estimated->plan}};
   // Stored after printing: a database that fails (a full disk) loses the record, not
   // the search's result.
   const auto store = [&] {
@@ -180,6 +216,10 @@ int run_search_command(const SearchCliOptions& o) {
     } else {
       std::cout << "No manual plan fits in GPU memory.\n";
     }
+    if (estimated)
+      std::cout << fmt::format("Best manual plan over every knob (sequence parallelism and interleaving too; the estimator, "
+                               "as run prints it, clustersim rank lists more): {}, {:.4f} s\n",
+                               estimated->label, estimated->prediction.iteration_time);
   }
   std::cout << fmt::format(
       "Search time: clustering {:.3f} s, intra-op ILPs {:.3f} s ({} solved, {} of them by CBC; {} reused), inter-op DP {:.3f} s "
@@ -214,6 +254,7 @@ const Registration search_command{
       sub.add_flag("--json", o->json, "print machine-readable JSON (run --json's keys for the Alpa-style plan)");
       sub.add_option("--db", o->db, "also store the searched plan's prediction in this results database");
       sub.add_flag("--no-manual", o->no_manual, "skip the manual baseline");
+      sub.add_flag("--quiet", o->quiet, "no progress bar on stderr (shown only when stderr is a terminal)");
       sub.add_flag("--trace", o->trace, "print every ILP solve and micro-batch count to stderr (also CLUSTERSIM_SEARCH_TRACE)");
       sub.add_option("--clusters", o->clusters, "layers after clustering (Alpa's L)")->check(CLI::Range(1, 1 << 20));
       sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 1 to the global batch)");

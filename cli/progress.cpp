@@ -1,3 +1,4 @@
+// The progress printer shared by sweep, simulate, search and rank (cli/progress.hpp).
 #include "cli/progress.hpp"
 
 #include <unistd.h>
@@ -15,12 +16,22 @@ std::string format_duration(double s) {
   return fmt::format("{:.0f}h{:02.0f}m", std::floor(s / 3600), std::fmod(s / 60, 60));
 }
 
-Progress::Progress(std::string what, std::string unit, std::size_t total, bool enabled)
-    : what_(std::move(what)), unit_(std::move(unit)), total_(total), enabled_(enabled),
-      tty_(isatty(STDERR_FILENO) != 0) {}
+Progress::Progress(std::size_t total, bool enabled, Style style)
+    : total_(total), enabled_(enabled), tty_(isatty(STDERR_FILENO) != 0), style_(std::move(style)) {
+  if (!tty_ && !style_.plain_lines) enabled_ = false;
+}
+
+void Progress::restart(std::size_t total, double elapsed, std::string unit) {
+  total_ = total;
+  start_ = elapsed;
+  last_ = -1;
+  last_decile_ = -1;
+  style_.unit = std::move(unit);
+}
 
 void Progress::update(std::size_t done, double elapsed, bool final, std::size_t resumed) {
   if (!enabled_) return;
+  elapsed -= start_;
   resumed = std::min(resumed, done);
   const double worked = static_cast<double>(done - resumed);
   const double rate = elapsed > 0 ? worked / elapsed : 0;
@@ -36,14 +47,15 @@ void Progress::update(std::size_t done, double elapsed, bool final, std::size_t 
     constexpr int width = 30;
     const int filled = static_cast<int>(frac * width);
     fmt::print(stderr, "\r[{}{}] {}/{} {:3.0f}% {} {}/s ETA {}   ", std::string(filled, '#'),
-               std::string(width - filled, '.'), done, total_, 100 * frac, rate_text, unit_, eta_text);
+               std::string(width - filled, '.'), done, total_, 100 * frac, rate_text, style_.unit, eta_text);
     if (final) fmt::print(stderr, "\n");
   } else {
+    // Plain lines for logs: about every 10% and at least every 10 s.
     const auto decile = static_cast<int>(frac * 10);
     if (!final && decile == last_decile_ && elapsed - last_ < 10) return;
     last_decile_ = decile;
-    fmt::print(stderr, "{}: {}/{} {} ({:.0f}%), {} {}/s, ETA {}\n", what_, done, total_, unit_, 100 * frac, rate_text,
-               unit_, eta_text);
+    fmt::print(stderr, "{}: {}/{} {} ({:.0f}%), {} {}/s, ETA {}\n", style_.label, done, total_, style_.unit,
+               100 * frac, rate_text, style_.unit, eta_text);
   }
   last_ = elapsed;
   std::fflush(stderr);

@@ -80,6 +80,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     saved_all += o.saved;
     if (op.core_attention) saved_core += o.saved;
     c.params += o.params;
+    if (op.expert) c.expert_params += o.params;
   }
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0);
   const Bytes transient = block.transient_bytes / double(plan.tp);
@@ -156,6 +157,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     }
 
     Bytes saved = 0, working = 0, largest_params = 0;
+    double expert_params = 0;
     double kernels_f = 0, kernels_b = 0;
     for (int b : blocks) {
       const BlockCost& c = costs[static_cast<std::size_t>(b)];
@@ -168,6 +170,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.tp_comm += c.tp_forward + c.tp_backward + c.tp_recompute;
       st.ep_comm += c.ep;
       st.params_per_gpu += c.params;
+      expert_params += c.expert_params;
       saved += c.saved;
       working = std::max(working, c.working);
       largest_params = std::max(largest_params, c.params);
@@ -189,7 +192,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     // Memory of this stage.
     const double P = st.params_per_gpu;
     st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
-                              plan.zero, plan.dp, m, ddp_buckets(training_.framework, plan.dp)},
+                              plan.zero, plan.dp, m, ddp_buckets(training_.framework, plan.dp), expert_params,
+                              plan.dp / std::max<i64>(1, plan.ep)},
                              rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.

@@ -39,6 +39,7 @@ class Estimator {
     Bytes saved = 0;        // activations kept per micro-batch
     Bytes working = 0;      // transient activations while this block runs backward
     double params = 0;      // parameters on this GPU
+    double expert_params = 0;  // of them, the experts' (replicated over dp / ep GPUs only)
     double hardware_flops = 0;  // this GPU's FLOPs, forward + backward + recompute
     double kernels_forward = 0, kernels_backward = 0;  // kernels launched (backward: with recompute)
   };

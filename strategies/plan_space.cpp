@@ -19,9 +19,11 @@ std::vector<std::int64_t> micro_batch_sizes(const Scenario& base, const PlanSpac
   const std::int64_t per_replica = base.training.global_batch / dp;
   if (!options.micro_batch_counts.empty()) {
     std::vector<std::int64_t> out;
-    for (std::int64_t b : divisors(per_replica))
-      for (std::int64_t count : options.micro_batch_counts)
-        if (count >= 1 && b * count == per_replica) out.push_back(b);
+    for (std::int64_t b : divisors(per_replica)) {
+      bool take = options.small_micro_batches && b <= 2;
+      for (std::int64_t count : options.micro_batch_counts) take = take || (count >= 1 && b * count == per_replica);
+      if (take) out.push_back(b);
+    }
     return out;
   }
   return options.vary_micro_batch ? divisors(per_replica) : std::vector<std::int64_t>{base.training.micro_batch};
@@ -54,21 +56,32 @@ std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOpti
         }
       }
       const int max_zero = options.vary_zero && dp > 1 ? 3 : 0;
+      std::vector<bool> sps{base.plan.sequence_parallel};
+      if (options.vary_sequence_parallel) sps = tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
+      const std::vector<Recompute> recomputes =
+          options.vary_recompute ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+                                 : std::vector<Recompute>{base.training.recompute};
       for (std::int64_t b : micro_batch_sizes(base, options, dp)) {
         for (const auto& [schedule, v] : schedules) {
           for (int zero = 0; zero <= max_zero; ++zero) {
-            s.plan = base.plan;
-            s.plan.dp = dp;
-            s.plan.tp = tp;
-            s.plan.pp = pp;
-            s.plan.schedule = schedule;
-            s.plan.virtual_stages = v;
-            if (options.vary_zero) s.plan.zero = zero;
-            if (s.plan.ep > 1 && dp % s.plan.ep != 0) continue;
-            s.training.micro_batch = b;
-            Diagnostics diag(base.source);
-            check_consistency(s, diag);
-            if (diag.ok()) out.push_back({s.plan, b});
+            for (const bool sp : sps) {
+              for (const Recompute rc : recomputes) {
+                s.plan = base.plan;
+                s.plan.dp = dp;
+                s.plan.tp = tp;
+                s.plan.pp = pp;
+                s.plan.schedule = schedule;
+                s.plan.virtual_stages = v;
+                s.plan.sequence_parallel = sp;
+                if (options.vary_zero) s.plan.zero = zero;
+                if (s.plan.ep > 1 && dp % s.plan.ep != 0) continue;
+                s.training.micro_batch = b;
+                s.training.recompute = rc;
+                Diagnostics diag(base.source);
+                check_consistency(s, diag);
+                if (diag.ok()) out.push_back({s.plan, b, rc});
+              }
+            }
           }
         }
       }

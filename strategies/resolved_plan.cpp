@@ -31,6 +31,7 @@ Scenario with_manual_plan(const Scenario& s, const search::SearchPlan& p, const 
   plan.overlap_grad_reduce = s.plan.overlap_grad_reduce;
   out.plan = plan;
   out.training.micro_batch = p.samples_per_micro_batch / p.dp;
+  if (p.recompute) out.training.recompute = *p.recompute;
   Diagnostics diag(file);
   check_consistency(out, diag);
   if (!diag.ok())

@@ -107,7 +107,14 @@ KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core
 }
 
 MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r) {
-  const WeightMemory w = weight_memory(in.params, r, in.zero, in.dp);
+  WeightMemory w = weight_memory(in.params - in.expert_params, r, in.zero, in.dp);
+  if (in.expert_params > 0) {
+    const WeightMemory e = weight_memory(in.expert_params, r, in.zero, in.expert_dp);
+    w.weights += e.weights;
+    w.gradients += e.gradients;
+    w.optimizer_states += e.optimizer_states;
+    w.autocast_copy += e.autocast_copy;
+  }
   MemoryBreakdown m;
   m.weights = w.weights;
   m.gradients = w.gradients;

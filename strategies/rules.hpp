@@ -129,6 +129,12 @@ struct StageMemoryInputs {
   std::int64_t dp = 1;
   std::int64_t micro_batches = 1;   // per iteration and replica
   DdpBuckets ddp;                   // DDP's gradient buckets
+  // Of `params`, the experts' weights. Expert parallelism already splits them over ep of
+  // the dp GPUs, so each has only dp / ep replicas, and ZeRO shards their gradients and
+  // optimizer states over those (Megatron's expert data-parallel group, DeepSpeed-MoE's
+  // expert ZeRO), not over all dp.
+  double expert_params = 0;
+  std::int64_t expert_dp = 1;       // dp / ep
 };
 MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r);
 

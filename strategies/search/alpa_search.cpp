@@ -66,14 +66,23 @@ class AlpaSearch {
       ctx_.timings.clustering_s += seconds_since(t0);
       all.push_back(std::move(pb));
     }
-    for (PerB& pb : all) round(pb);
+    // Progress: 2 steps per micro-batch count, its first DP round and its refinement.
+    const std::size_t steps = 2 * all.size();
+    const auto report = [&](std::size_t done) {
+      if (ctx_.options().progress) ctx_.options().progress({"alpa", done, steps});
+    };
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      report(i);
+      round(all[i]);
+    }
     std::vector<std::size_t> idx(all.size());
     for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
     std::stable_sort(idx.begin(), idx.end(),
                      [&](std::size_t x, std::size_t y) { return all[x].res.iteration_time < all[y].res.iteration_time; });
     const PerB* winner = nullptr;
-    for (std::size_t i : idx) {
-      PerB& pb = all[i];
+    for (std::size_t n = 0; n < idx.size(); ++n) {
+      report(all.size() + n);
+      PerB& pb = all[idx[n]];
       while (pb.res.feasible && !pb.exact && !(winner && pb.res.iteration_time >= winner->res.iteration_time)) {
         ++ctx_.timings.dp_rounds;
         round(pb);
@@ -85,6 +94,7 @@ class AlpaSearch {
       if (winner && pb.res.iteration_time >= winner->res.iteration_time) continue;
       winner = &pb;
     }
+    report(steps);
     if (!winner) return best;
     const PerB& pb = *winner;
     best.micro_batches = pb.B;

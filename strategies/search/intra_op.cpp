@@ -142,6 +142,7 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
   for (const auto& n : r.nodes) res.ilp_leaders += n.follows < 0 ? 1 : 0;
   auto chosen = [&](std::size_t v) -> const Strategy& { return b.strategies[v][std::size_t(choice[v].value)]; };
   std::vector<double> block_params(st.blocks.size());
+  double expert_params = 0;
   for (std::size_t v = 0; v < st.nodes.size(); ++v) {
     const Strategy& s = chosen(v);
     res.costs += s.cost;
@@ -152,6 +153,7 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
     res.weight_memory += weight_row(p, s);
     res.activation_memory += s.kept;
     res.params += s.params;
+    if (st.nodes[v].op && st.nodes[v].op->expert) expert_params += s.params;
     res.hardware_flops += s.flops;
     block_params[std::size_t(st.nodes[v].block)] += s.block_params;
     const SNode& n = st.nodes[v];
@@ -177,6 +179,10 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
     in.zero = p.zero;
     in.dp = p.mesh.axes[0].size;
     in.micro_batches = p.micro_batches;
+    // The Megatron space splits the experts over the data-parallel axis (ep = dp): one
+    // replica each, nothing for ZeRO to shard (as the full space's rows have it).
+    in.expert_params = expert_params;
+    in.expert_dp = 1;
   } else {
     res.temporary_memory = b.temporary;
   }

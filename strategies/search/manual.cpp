@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "strategies/estimator.hpp"
 #include "strategies/plan_space.hpp"
 #include "strategies/rules.hpp"
 
@@ -39,6 +40,7 @@ SearchPlan cost_manual(SearchContext& ctx, const ManualKnobs& k) {
   plan.pp = k.pp;
   plan.schedule = schedule_name(k.schedule);
   plan.zero = k.zero;
+  plan.recompute = k.recompute;
   const ModelGraph& g = ctx.graph(plan.samples_per_micro_batch);
   const std::vector<int> ord = SearchContext::order(g);
   const i64 L = i64(g.layers.size());
@@ -55,7 +57,7 @@ SearchPlan cost_manual(SearchContext& ctx, const ManualKnobs& k) {
     const std::vector<int> blocks(ord.begin() + a, ord.begin() + z + 1);
     // Megatron's space has one strategy per op: its memory-free optimum is the plan's
     // choice at any number of micro-batches in flight, whose memory make_stage gives.
-    const IntraOpResult& r = ctx.stage(g, blocks, k.micro_batches, sub, k.dp, k.tp, 0, StrategySpace::megatron, k.zero);
+    const IntraOpResult& r = ctx.stage(g, blocks, k.micro_batches, sub, k.dp, k.tp, 0, StrategySpace::megatron, k.zero, k.recompute);
     if (!r.feasible) {
       plan.feasible = false;
       plan.stages.clear();
@@ -70,7 +72,7 @@ SearchPlan cost_manual(SearchContext& ctx, const ManualKnobs& k) {
   return plan;
 }
 
-SearchPlan manual_search(SearchContext& ctx) {
+SearchPlan manual_search(SearchContext& ctx, const std::function<void(std::size_t, std::size_t)>& progress) {
   const auto t0 = Clock::now();
   const Scenario& s = ctx.scenario();
   const i64 gpn = ctx.cluster().gpus_per_node;
@@ -82,10 +84,13 @@ SearchPlan manual_search(SearchContext& ctx) {
   // so GPipe is never faster (Eq. 2 is the same) and fits only where 1F1B fits.
   options.schedules = {Schedule::one_f_one_b, Schedule::gpipe};
   options.micro_batch_counts = ctx.micro_batch_counts();
+  options.small_micro_batches = ctx.options().micro_batch_counts.empty();
   options.vary_zero = true;
+  options.vary_recompute = true;
   SearchPlan best;
   best.method = "manual";
   const i64 layers = i64(ctx.graph(1).layers.size());
+  const Estimator est = make_estimator(base);
   // Pipelines whose layers do not split evenly, with lighter first and last stages
   // (layers + 2 layer-equivalents split evenly: the embedding and the head count as one).
   std::vector<PlanPoint> points = enumerate_plans(base, options);
@@ -93,16 +98,22 @@ SearchPlan manual_search(SearchContext& ctx) {
   ends.plan.layers_per_stage.kind = StageSplit::lighten_ends;
   for (PlanPoint& pt : enumerate_plans(ends, options))
     if (layers % pt.plan.pp != 0) points.push_back(std::move(pt));
-  for (const PlanPoint& pt : points) {
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (progress) progress(i, points.size());
+    const PlanPoint& pt = points[i];
     const PlanSpec& p = pt.plan;
     if (p.pp > layers || !alpa_submesh(stage_submesh(p.dp * p.tp, gpn), p.dp * p.tp, p.tp, gpn)) continue;
     const i64 B = s.training.global_batch / (p.dp * pt.micro_batch);
     // With B >= pp GPipe keeps B on every stage against 1F1B's min(B, pp - j): skipped
     // to save the solves (it cannot win); with B < pp it is costed, to show it.
     if (p.schedule == Schedule::gpipe && B >= p.pp) continue;
-    const SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, B, p.schedule, p.zero, p.layers_per_stage});
+    // The memory rule is shared (rules::stage_memory): what the estimator finds too
+    // large, this costing finds too large to the byte (tests/core/test_consistency.cpp).
+    if (!est.estimate(p, pt.micro_batch, pt.recompute).fits) continue;
+    const SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, B, p.schedule, p.zero, pt.recompute, p.layers_per_stage});
     if (plan.feasible && (!best.feasible || plan.iteration_time < best.iteration_time)) best = plan;
   }
+  if (progress) progress(points.size(), points.size());
   ctx.timings.manual_s += seconds_since(t0);
   return best;
 }

@@ -5,6 +5,7 @@
 // (pipeline_makespan).
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "strategies/search/search.hpp"
 #include "strategies/search/search_context.hpp"
@@ -16,6 +17,7 @@ struct ManualKnobs {
   std::int64_t micro_batches = 1;  // B per iteration
   Schedule schedule = Schedule::one_f_one_b;  // 1F1B or GPipe
   int zero = 0;
+  Recompute recompute = Recompute::none;
   PipelineSplit split;  // layers per stage (rules.hpp layers_per_virtual_stage)
 };
 
@@ -25,8 +27,13 @@ struct ManualKnobs {
 SearchPlan cost_manual(SearchContext& ctx, const ManualKnobs& k);
 
 // The best manual plan over strategies/plan_space.hpp's space (1F1B and GPipe, every
-// ZeRO level, the context's micro-batch counts) whose dp x tp submesh is one of the
-// Alpa-style search's (so the Alpa-style plan can always take it).
-SearchPlan manual_search(SearchContext& ctx);
+// ZeRO level, every recompute mode, the context's micro-batch counts plus micro-batches
+// of 1 and 2 samples per replica) whose dp x tp submesh is one of the Alpa-style
+// search's (so the Alpa-style plan can always take it). Points that the Megatron space
+// cannot express (sequence parallelism, interleaved schedules) are left to
+// `clustersim rank`, which costs them with the estimator. A point whose memory, by the
+// estimator's rules::stage_memory (the same bytes as this costing's), overflows the GPU
+// is dropped before it is costed. `progress` (optional) hears (done, total) points.
+SearchPlan manual_search(SearchContext& ctx, const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 }  // namespace clustersim::search

@@ -35,7 +35,10 @@ nlohmann::json to_json(const SearchPlan& p, const std::vector<std::string>& bloc
            {"iteration_time_s", p.prediction.method.empty() ? p.iteration_time : p.prediction.iteration_time},
            {"objective_s", p.iteration_time}, {"stages", stages}};
   if (p.method == "manual")
+  {
     out["manual"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"schedule", p.schedule}, {"zero", p.zero}};
+    if (p.recompute) out["manual"]["recompute"] = std::string(to_string(*p.recompute));
+  }
   return out;
 }
 
@@ -55,13 +58,16 @@ SearchPlan plan_from_json(const nlohmann::json& doc, const std::string& file) {
   // What the file recorded; evaluate_plan recomputes both.
   p.iteration_time = r.number("objective_s", 0, INFINITY, false).value_or(r.number("iteration_time_s", 0, INFINITY, false).value_or(0));
   if (const auto* m = r.object("manual", false)) {
-    ObjectReader mr(*m, "/manual", diag, {"dp", "tp", "pp", "schedule", "zero"});
+    ObjectReader mr(*m, "/manual", diag, {"dp", "tp", "pp", "schedule", "zero", "recompute"});
     p.dp = mr.integer("dp", 1, INT64_MAX).value_or(0);
     p.tp = mr.integer("tp", 1, INT64_MAX).value_or(0);
     p.pp = mr.integer("pp", 1, INT64_MAX).value_or(0);
     // Both optional: plan files from before the schedule and ZeRO knobs are 1F1B, ZeRO 0.
     p.schedule = mr.choice("schedule", {"1f1b", "gpipe"}, false).value_or("1f1b");
     p.zero = int(mr.integer("zero", 0, 3, false).value_or(0));
+    // Optional too: without it, the scenario's training.recompute.
+    if (const auto rc = mr.choice("recompute", {"none", "selective", "full"}, false))
+      p.recompute = *rc == "none" ? Recompute::none : *rc == "selective" ? Recompute::selective : Recompute::full;
   }
   const auto* stages = r.get("stages");
   if (!stages || !stages->is_array() || stages->empty()) {

@@ -47,6 +47,7 @@ SearchPlan evaluate(SearchContext& ctx, const SearchPlan& plan, const std::strin
   if (!manual) {
     out.schedule = "1f1b";  // the Alpa-style DP's schedule; ZeRO is per op there
     out.zero = 0;
+    out.recompute.reset();
   }
   out.stages.clear();
   std::vector<Seconds> latencies;
@@ -74,7 +75,8 @@ SearchPlan evaluate(SearchContext& ctx, const SearchPlan& plan, const std::strin
     const StrategySpace space = manual ? StrategySpace::megatron : StrategySpace::full;
     const double inflight = micro_batches_in_flight(schedule_of(out.schedule), n, 1, B, j);
     const IntraOpResult r =
-        evaluate_intra_op(ctx.problem(g, blocks, mesh, B, inflight, space, out.zero), st.decisions, file, path + "/ops");
+        evaluate_intra_op(ctx.problem(g, blocks, mesh, B, inflight, space, out.zero, manual ? plan.recompute : std::nullopt),
+                          st.decisions, file, path + "/ops");
     out.stages.push_back(ctx.make_stage(r, st.first_block, st.last_block, st.submesh, st.mesh0, st.mesh1, inflight));
     latencies.push_back(r.latency);
   }
@@ -109,7 +111,10 @@ SearchReport run_search(const Scenario& s, const SearchOptions& options) {
   SearchReport rep;
   rep.block_names = ctx.block_names();
   rep.alpa = alpa_search(ctx);
-  if (options.manual_baseline) rep.manual = manual_search(ctx);
+  if (options.manual_baseline)
+    rep.manual = manual_search(ctx, [&](std::size_t done, std::size_t total) {
+      if (options.progress) options.progress({"manual", done, total});
+    });
   for (SearchPlan* p : {&rep.alpa, &rep.manual})
     if (p->feasible) p->prediction = predict_plan(s, *p);
   rep.timings = ctx.timings;
@@ -144,7 +149,8 @@ SearchPlan cost_manual_plan(const Scenario& s) {
     diag.error("/plan/dp", fmt::format("a stage's dp x tp = {} GPUs must fill whole nodes of {}", per, gpn));
   diag.throw_if_errors();
   SearchContext ctx(s, SearchOptions{});
-  SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, p.micro_batches(s.training), p.schedule, p.zero, p.layers_per_stage});
+  SearchPlan plan = cost_manual(ctx, {p.dp, p.tp, p.pp, p.micro_batches(s.training), p.schedule, p.zero,
+                                     s.training.recompute, p.layers_per_stage});
   if (plan.stages.empty())
     throw InputError(s.source, "/plan",
                      fmt::format("an op of the model does not split evenly over a stage's dp x tp = {} x {} GPUs", p.dp, p.tp));

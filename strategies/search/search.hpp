@@ -6,7 +6,9 @@
 // (predict.cpp: the same typed answer as the estimator's and the simulator's).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,6 +20,18 @@
 #include "strategies/search/intra_op.hpp"
 
 namespace clustersim::search {
+
+// How far the search has come: `done` of `total` steps of a phase ("alpa": the first
+// DP round of each micro-batch count, then the refinement of each; "manual": the
+// manual plans). The CLI turns it into a progress bar; the library prints nothing.
+struct SearchProgress {
+  std::string phase;
+  std::size_t done = 0, total = 0;
+};
+
+// The search's default micro-batch counts B: every power of two from 1 to the global
+// batch that divides it.
+std::vector<std::int64_t> default_micro_batch_counts(std::int64_t global_batch);
 
 struct SearchOptions {
   int layer_clusters = 8;  // K: layers after clustering (capped by the model's blocks)
@@ -36,6 +50,8 @@ struct SearchOptions {
   bool lazy = true;
   // Record every ILP solve and every micro-batch count's outcome in the report's trace.
   bool trace = false;
+  // Called as the search advances (optional).
+  std::function<void(const SearchProgress&)> progress;
   // Throws InputError naming the command-line option of a bad value.
   void validate() const;
 };
@@ -69,6 +85,10 @@ struct SearchPlan {
   // over dp. Alpa-style plans are 1F1B; their ZeRO levels are per op, in the strategy names.
   std::string schedule = "1f1b";
   int zero = 0;
+  // Manual plans: the recompute mode the plan was costed with (a knob of the manual
+  // space). Absent (Alpa-style plans, plan files from before the knob): the scenario's
+  // training.recompute.
+  std::optional<Recompute> recompute;
   std::vector<PlanStage> stages;
   // The search's objective: Eq. 2 (rules::pipeline_makespan) over the stage latencies.
   Seconds iteration_time = 0;
@@ -125,8 +145,9 @@ SearchReport run_search(const Scenario& s, const SearchOptions& options = {});
 // match the model or cluster.
 SearchPlan evaluate_plan(const Scenario& s, const SearchPlan& plan, const std::string& file);
 
-// The scenario's own manual plan (dp, tp, pp, schedule, ZeRO; training.micro_batch)
-// costed in the search's Megatron space, as the manual baseline costs it. Throws
+// The scenario's own manual plan (dp, tp, pp, schedule, ZeRO; training.micro_batch and
+// training.recompute) costed in the search's Megatron space, as the manual baseline
+// costs it. Throws
 // InputError for what that space cannot express (sequence parallelism, interleaving,
 // expert parallelism other than over dp, tp beyond a node).
 SearchPlan cost_manual_plan(const Scenario& s);

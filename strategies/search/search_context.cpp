@@ -42,16 +42,21 @@ std::vector<std::string> SearchContext::block_names() {
   return names;
 }
 
-std::vector<i64> SearchContext::micro_batch_counts() const {
-  if (!o_.micro_batch_counts.empty()) return o_.micro_batch_counts;
+std::vector<i64> default_micro_batch_counts(i64 global_batch) {
   std::vector<i64> out;
-  for (i64 b = 1; b <= s_.training.global_batch; b *= 2)
-    if (s_.training.global_batch % b == 0) out.push_back(b);
+  for (i64 b = 1; b <= global_batch; b *= 2)
+    if (global_batch % b == 0) out.push_back(b);
   return out;
 }
 
+std::vector<i64> SearchContext::micro_batch_counts() const {
+  if (!o_.micro_batch_counts.empty()) return o_.micro_batch_counts;
+  return default_micro_batch_counts(s_.training.global_batch);
+}
+
 IntraOpProblem SearchContext::problem(const ModelGraph& g, std::vector<int> blocks, const LogicalMesh& mesh, i64 B,
-                                      double inflight, StrategySpace space, int zero) const {
+                                      double inflight, StrategySpace space, int zero,
+                                      std::optional<Recompute> recompute) const {
   IntraOpProblem p;
   p.cluster = &cluster_;
   p.rules = rules_;
@@ -65,7 +70,7 @@ IntraOpProblem SearchContext::problem(const ModelGraph& g, std::vector<int> bloc
   p.experts = std::max<i64>(1, s_.model.experts);
   p.space = space;
   p.zero = space == StrategySpace::megatron ? zero : 0;
-  p.recompute = s_.training.recompute;
+  p.recompute = recompute.value_or(s_.training.recompute);
   return p;
 }
 
@@ -82,15 +87,17 @@ const IntraOpResult* SearchContext::reusable(const Entries& entries, int infligh
 }
 
 const IntraOpResult& SearchContext::stage(const ModelGraph& g, const std::vector<int>& blocks, i64 B, const Submesh& sub,
-                                          i64 d0, i64 d1, int inflight, StrategySpace space, int zero) {
-  Entries& list = cache_[Key{blocks, g.micro_batch, sub.hosts, sub.gpus, d0, d1, int(space), zero}];
+                                          i64 d0, i64 d1, int inflight, StrategySpace space, int zero,
+                                          std::optional<Recompute> recompute) {
+  Entries& list =
+      cache_[Key{blocks, g.micro_batch, sub.hosts, sub.gpus, d0, d1, int(space), zero, recompute ? int(*recompute) : -1}];
   if (const IntraOpResult* r = reusable(list, inflight)) {
     ++timings.cache_hits;
     return *r;
   }
   const auto t0 = Clock::now();
   const LogicalMesh mesh = make_logical_mesh(cluster_, sub.hosts, sub.gpus, d0, d1);
-  IntraOpProblem prob = problem(g, blocks, mesh, B, inflight, space, zero);
+  IntraOpProblem prob = problem(g, blocks, mesh, B, inflight, space, zero, recompute);
   if (inflight == 0) prob.memory_budget = INFINITY;  // the memory-free optimum: a lower bound
   IntraOpResult r = solve_intra_op(prob, ilp_);
   const double dt = seconds_since(t0);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -45,8 +46,10 @@ class SearchContext {
   // The micro-batch counts to try: the options' or every power of two dividing the batch.
   std::vector<std::int64_t> micro_batch_counts() const;
 
+  // `recompute`: the manual space's recompute knob; absent, the scenario's training.recompute.
   IntraOpProblem problem(const ModelGraph& g, std::vector<int> blocks, const LogicalMesh& mesh, std::int64_t B,
-                         double inflight, StrategySpace space, int zero = 0) const;
+                         double inflight, StrategySpace space, int zero = 0,
+                         std::optional<Recompute> recompute = std::nullopt) const;
 
   using Entries = std::vector<std::pair<int, IntraOpResult>>;  // per key, by in-flight count
   struct Key {
@@ -54,7 +57,8 @@ class SearchContext {
     std::int64_t samples, hosts, gpus, d0, d1;
     int space;
     int zero = 0;  // the manual space's ZeRO level
-    auto tie() const { return std::tie(blocks, samples, hosts, gpus, d0, d1, space, zero); }
+    int recompute = -1;  // the manual space's recompute knob; -1: the scenario's
+    auto tie() const { return std::tie(blocks, samples, hosts, gpus, d0, d1, space, zero, recompute); }
     bool operator<(const Key& o) const { return tie() < o.tie(); }
   };
   Entries& entries(const Key& k) { return cache_[k]; }
@@ -65,7 +69,8 @@ class SearchContext {
   // The intra-op optimum of a stage candidate with `inflight` micro-batches live
   // (0: the memory-free problem), solved or reused.
   const IntraOpResult& stage(const ModelGraph& g, const std::vector<int>& blocks, std::int64_t B, const Submesh& sub,
-                             std::int64_t d0, std::int64_t d1, int inflight, StrategySpace space, int zero = 0);
+                             std::int64_t d0, std::int64_t d1, int inflight, StrategySpace space, int zero = 0,
+                             std::optional<Recompute> recompute = std::nullopt);
 
   PlanStage make_stage(const IntraOpResult& r, int first, int last, const Submesh& sub, std::int64_t d0, std::int64_t d1,
                        double inflight) const;

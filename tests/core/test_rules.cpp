@@ -215,6 +215,30 @@ TEST_CASE("stage memory: weights, in-flight activations, working set, ZeRO-3 buf
   CHECK(e.total() == Approx(std::max(activation_peak, step_peak)));
 }
 
+TEST_CASE("stage memory: ZeRO shards expert weights over their dp / ep replicas only", "[rules]") {
+  // 1e9 parameters on the GPU, 6e8 of them experts; dp 8 with ep 8: the experts have one
+  // replica each, so ZeRO-2 shards only the 4e8 dense parameters' gradients and states.
+  StageMemoryInputs in;
+  in.params = 1e9;
+  in.expert_params = 6e8;
+  in.expert_dp = 1;
+  in.zero = 2;
+  in.dp = 8;
+  in.micro_batches = 16;
+  const MemoryBreakdown m = stage_memory(in, kMixed);
+  // mixed-bf16 + Adam: 2 bytes of weight, 4 of gradient, 12 of master and states.
+  const double expected = 4e8 * (2 + 16.0 / 8) + 6e8 * (2 + 16);
+  show("ZeRO-2 dp 8, 6e8 of 1e9 parameters experts with ep 8", expected, m.weights + m.gradients + m.optimizer_states);
+  CHECK(m.weights + m.gradients + m.optimizer_states == Approx(expected).epsilon(1e-12));
+  // ep 2 of dp 8: 4 replicas of each expert, sharded 4 ways.
+  in.expert_dp = 4;
+  const double shared = 4e8 * (2 + 16.0 / 8) + 6e8 * (2 + 16.0 / 4);
+  show("the same with ep 2 (4 expert replicas)", shared, stage_memory(in, kMixed).total() - stage_memory(in, kMixed).activations -
+                                                             stage_memory(in, kMixed).temporary);
+  CHECK(stage_memory(in, kMixed).weights + stage_memory(in, kMixed).gradients + stage_memory(in, kMixed).optimizer_states ==
+        Approx(shared).epsilon(1e-12));
+}
+
 TEST_CASE("layers per stage: remainder to the first stages, interleaved chunks even", "[rules]") {
   const auto split = layers_per_virtual_stage(10, 4, 1);
   CHECK(split == std::vector<std::int64_t>{3, 3, 2, 2});

@@ -29,10 +29,12 @@ void check_suite(const std::string& prefix) {
     CHECK(r.timings.unproven == 0);
     if (r.manual.feasible) {
       REQUIRE(r.alpa.feasible);
-      // Within 1%: on the transferred V100 the Alpa-style plan of alpa-moe-1_3b (logical
-      // mesh 1x4, ZeRO-2/3 mix, 15 GiB) trails the manual dp 4 ZeRO-1 plan (14 GiB) by
-      // 0.5%; why the ILP does not find the manual plan's strategies is open.
-      CHECK(r.alpa.iteration_time <= r.manual.iteration_time * 1.01);
+      // No tolerance: a manual plan lies in the Alpa space wherever the clustering cuts
+      // where it does, and elsewhere (alpa-moe-70b's 16-stage manual plan) the Alpa-style
+      // plan wins by a margin on this suite. alpa-moe-1_3b once trailed by 0.5%
+      // because the manual stage's memory sharded expert weights over dp (it only seemed
+      // to fit); rules::stage_memory now shards them over their dp / ep replicas.
+      CHECK(r.alpa.iteration_time <= r.manual.iteration_time * (1 + 1e-9));
     }
     if (r.alpa.feasible) {
       // The plan re-evaluates to the searched time under the same cost model.
