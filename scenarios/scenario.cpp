@@ -17,9 +17,10 @@ namespace {
 template <typename E, std::size_t N>
 using NameTable = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr NameTable<ModelFamily, 4> family_names{{{ModelFamily::gpt, "gpt"},
+constexpr NameTable<ModelFamily, 5> family_names{{{ModelFamily::gpt, "gpt"},
                                                   {ModelFamily::llama, "llama"},
                                                   {ModelFamily::moe, "moe"},
+                                                  {ModelFamily::llama_moe, "llama-moe"},
                                                   {ModelFamily::wresnet, "wresnet"}}};
 constexpr NameTable<AttentionImpl, 2> attention_names{
     {{AttentionImpl::standard, "standard"}, {AttentionImpl::flash, "flash"}}};
@@ -97,8 +98,9 @@ constexpr std::int64_t kMaxBatch = std::int64_t{1} << 32;
 void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   ObjectReader r(j, "/model", diag,
                  {"family", "hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
-                  "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor", "depth",
-                  "channels", "width", "image_size", "classes", "bottleneck"});
+                  "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor",
+                  "expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
+                  "mtp_modules", "depth", "channels", "width", "image_size", "classes", "bottleneck"});
   if (!r.valid()) return;
   const auto family = read_enum(r, "family", family_names, true);
   if (!family) return;
@@ -106,7 +108,9 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
 
   if (m.family == ModelFamily::wresnet) {
     for (auto key : {"hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
-                     "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor"})
+                     "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor",
+                     "expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
+                     "mtp_modules"})
       if (r.has(key)) diag.error(r.path(key), "not a key of the wresnet family (it uses depth, channels, width, image_size, classes, bottleneck)");
     assign(m.depth, r.integer("depth", 1, 1000));
     assign(m.channels, r.integer("channels", 1, 1 << 16));
@@ -128,8 +132,9 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   assign(m.seq_len, r.integer("seq_len", 1, kMaxDim));
   assign(m.vocab, r.integer("vocab", 1, kMaxDim));
   m.kv_heads = r.integer("kv_heads", 1, 1 << 16, false).value_or(m.heads);
+  const bool llama_like = m.family == ModelFamily::llama || m.family == ModelFamily::llama_moe;
   const std::int64_t default_ffn =
-      m.family == ModelFamily::llama
+      llama_like
           // Llama's rule: 2/3 of 4h, rounded up to a multiple of 256.
           ? ((8 * m.hidden / 3 + 255) / 256) * 256
           : 4 * m.hidden;
@@ -138,16 +143,57 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   m.dropout = r.number("dropout", 0.0, 0.999, false).value_or(0.0);
   m.tie_embeddings = r.boolean("tie_embeddings", false).value_or(m.family == ModelFamily::gpt);
 
-  if (m.family == ModelFamily::moe) {
+  if (m.has_experts()) {
     assign(m.experts, r.integer("experts", 1, 1 << 20));
     m.top_k = r.integer("top_k", 1, 1 << 20, false).value_or(2);
-    m.moe_every = r.integer("moe_every", 1, 100000, false).value_or(2);
+    // Mixtral and DeepSeek-V3 put experts in every (non-dense) layer; GShard every other one.
+    m.moe_every = r.integer("moe_every", 1, 100000, false).value_or(m.family == ModelFamily::llama_moe ? 1 : 2);
     m.capacity_factor = r.number("capacity_factor", 0.01, 1000.0, false).value_or(1.0);
     if (m.experts && m.top_k > m.experts)
       diag.error(r.path("top_k"), fmt::format("top_k ({}) exceeds the number of experts ({})", m.top_k, m.experts));
   } else {
     for (auto key : {"experts", "top_k", "moe_every", "capacity_factor"})
-      if (r.has(key)) diag.error(r.path(key), "only the moe family has experts");
+      if (r.has(key)) diag.error(r.path(key), "only the moe and llama-moe families have experts");
+  }
+  if (m.family == ModelFamily::llama_moe) {
+    m.expert_ffn_hidden = r.integer("expert_ffn_hidden", 1, kMaxDim, false).value_or(m.ffn_hidden);
+    m.shared_experts = r.integer("shared_experts", 0, 1 << 10, false).value_or(0);
+    m.first_dense_layers = r.integer("first_dense_layers", 0, 100000, false).value_or(0);
+    m.max_nodes_per_token = r.integer("max_nodes_per_token", 0, 1 << 20, false).value_or(0);
+    m.mtp_modules = r.integer("mtp_modules", 0, 64, false).value_or(0);
+    if (m.mtp_modules > 0 && m.tie_embeddings)
+      diag.error(r.path("mtp_modules"), "multi-token prediction with tie_embeddings true is not modelled (the "
+                                        "modules' embedding would be a third copy of one weight); set tie_embeddings false");
+    if (m.layers && m.first_dense_layers >= m.layers)
+      diag.error(r.path("first_dense_layers"), fmt::format("first_dense_layers ({}) must be below layers ({}): a "
+                                                           "llama-moe model needs at least one MoE layer",
+                                                           m.first_dense_layers, m.layers));
+    if (const auto* mla = r.object("mla", false)) {
+      ObjectReader mr(*mla, "/model/mla", diag,
+                      {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+      if (mr.valid()) {
+        ModelSpec::Mla a;
+        assign(a.q_lora_rank, mr.integer("q_lora_rank", 1, kMaxDim));
+        assign(a.kv_lora_rank, mr.integer("kv_lora_rank", 1, kMaxDim));
+        assign(a.qk_nope_head_dim, mr.integer("qk_nope_head_dim", 1, 1 << 12));
+        // Even: rotary embeddings rotate pairs of features.
+        assign(a.qk_rope_head_dim, mr.integer("qk_rope_head_dim", 2, 1 << 12));
+        assign(a.v_head_dim, mr.integer("v_head_dim", 1, 1 << 12));
+        if (a.qk_rope_head_dim % 2 != 0)
+          diag.error(mr.path("qk_rope_head_dim"), fmt::format("expected an even number (rotary pairs), got {}",
+                                                              a.qk_rope_head_dim));
+        m.mla = a;
+      }
+      // Every head has its own keys and values, up-projected from one shared latent.
+      if (r.has("kv_heads") && m.kv_heads != m.heads)
+        diag.error(r.path("kv_heads"), fmt::format("multi-head latent attention gives every head its keys and values: "
+                                                   "leave kv_heads out or set it to heads ({}), got {}",
+                                                   m.heads, m.kv_heads));
+    }
+  } else {
+    for (auto key : {"expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
+                     "mtp_modules"})
+      if (r.has(key)) diag.error(r.path(key), fmt::format("only the llama-moe family has \"{}\"", key));
   }
 
   if (m.hidden && m.heads && m.hidden % m.heads != 0)
@@ -348,7 +394,9 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
                fmt::format("virtual_stages ({}) is only used by the interleaved schedule; set 1 or use \"interleaved\"",
                            p.virtual_stages));
   }
-  if (m.family == ModelFamily::moe) {
+  if (m.has_experts()) {
+    if (m.family == ModelFamily::llama_moe && m.expert_ffn_hidden % p.tp != 0)
+      diag.error("/plan/tp", fmt::format("expert_ffn_hidden ({}) must be divisible by tp ({})", m.expert_ffn_hidden, p.tp));
     if (m.experts && m.experts % p.ep != 0)
       diag.error("/plan/ep", fmt::format("experts ({}) must be divisible by ep ({})", m.experts, p.ep));
     if (p.dp % p.ep != 0)
@@ -446,9 +494,18 @@ nlohmann::json to_json(const Scenario& s) {
                   {"seq_len", m.seq_len}, {"vocab", m.vocab}, {"ffn_hidden", m.ffn_hidden},
                   {"attention", to_string(m.attention)}, {"dropout", m.dropout},
                   {"tie_embeddings", m.tie_embeddings}});
-    if (m.family == ModelFamily::moe)
+    if (m.has_experts())
       model.update({{"experts", m.experts}, {"top_k", m.top_k}, {"moe_every", m.moe_every},
                     {"capacity_factor", m.capacity_factor}});
+    if (m.family == ModelFamily::llama_moe) {
+      model.update({{"expert_ffn_hidden", m.expert_ffn_hidden}, {"shared_experts", m.shared_experts},
+                    {"first_dense_layers", m.first_dense_layers}, {"max_nodes_per_token", m.max_nodes_per_token},
+                    {"mtp_modules", m.mtp_modules}});
+      if (m.mla)
+        model["mla"] = json{{"q_lora_rank", m.mla->q_lora_rank}, {"kv_lora_rank", m.mla->kv_lora_rank},
+                            {"qk_nope_head_dim", m.mla->qk_nope_head_dim}, {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                            {"v_head_dim", m.mla->v_head_dim}};
+    }
   }
   json training{{"global_batch", s.training.global_batch}, {"micro_batch", s.training.micro_batch},
                 {"precision", to_string(s.training.precision)}, {"optimizer", to_string(s.training.optimizer)},

@@ -142,7 +142,7 @@ TEST_CASE("family-specific defaults and keys", "[scenario]") {
 
   doc["model"]["experts"] = 8;
   const auto ps = problems_of(doc);
-  CHECK(has_problem(ps, "/model/experts", "only the moe family"));
+  CHECK(has_problem(ps, "/model/experts", "only the moe and llama-moe families"));
 }
 
 TEST_CASE("a platform file in the scenario is found next to it", "[scenario]") {
