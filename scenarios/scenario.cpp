@@ -359,7 +359,11 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
   }
   const bool transformer = m.family != ModelFamily::wresnet;
   if (transformer && m.layers) {
-    if (m.layers % (p.pp * p.virtual_stages) != 0)
+    // Without interleaving the rules module gives the remainder to the first stages
+    // (layers_per_virtual_stage); interleaved chunks must divide evenly.
+    if (m.layers < p.pp)
+      diag.error("/plan/pp", fmt::format("layers ({}) must be at least pp ({}): every stage holds a layer", m.layers, p.pp));
+    else if (m.layers % (p.pp * p.virtual_stages) != 0 && p.schedule == Schedule::interleaved)
       diag.error("/plan/pp", fmt::format("layers ({}) must be divisible by pp*virtual_stages = {}*{} = {}", m.layers,
                                          p.pp, p.virtual_stages, p.pp * p.virtual_stages));
     if (m.heads % p.tp != 0)

@@ -165,12 +165,18 @@ TEST_CASE("validate, run and simulate agree on plans whose layers do not split o
   const auto with_plan = [](std::string s, const std::string& plan) { return s.replace(s.find("PLAN"), 4, plan); };
   std::string uneven = kSmall;
   uneven.replace(uneven.find("\"layers\": 4"), 11, "\"layers\": 5");
+  std::string uneven_interleaved = uneven;
+  uneven_interleaved.replace(uneven_interleaved.find("\"pp\": 2}"), 8,
+                             "\"pp\": 2, \"schedule\": \"interleaved\", \"virtual_stages\": 2}");
   const Case cases[] = {
       // 16 bottleneck blocks over 4 x 3 virtual stages: refused by all three alike.
       {"wr-interleaved", with_plan(wresnet, R"({"dp": 2, "tp": 1, "pp": 4, "schedule": "interleaved", "virtual_stages": 3})"),
        "/plan/pp: a wresnet of depth 50 has 16 bottleneck blocks, which the interleaved schedule must divide by "
        "pp*virtual_stages = 4*3 = 12"},
-      {"gpt-uneven", uneven, "/plan/pp: layers (5) must be divisible by pp*virtual_stages = 2*1 = 2"},
+      // 5 layers over 2 x 2 interleaved chunks: refused; over 2 stages of 1F1B: 3 + 2.
+      {"gpt-uneven-interleaved", uneven_interleaved,
+       "/plan/pp: layers (5) must be divisible by pp*virtual_stages = 2*2 = 4"},
+      {"gpt-uneven", uneven, ""},
       // Accepted by all three: 16 blocks over 4 x 2, and over 8 stages without interleaving.
       {"wr-even", with_plan(wresnet, R"({"dp": 2, "tp": 1, "pp": 4, "schedule": "interleaved", "virtual_stages": 2})"), ""},
       {"wr-1f1b", with_plan(wresnet, R"({"dp": 1, "tp": 1, "pp": 8})"), ""},
