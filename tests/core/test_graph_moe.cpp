@@ -2,8 +2,11 @@
 // latent attention, multi-token prediction) against published parameter counts and the
 // closed forms of its FLOPs and KV cache.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "costmodel/graph.hpp"
+#include "costmodel/hardware.hpp"
+#include "strategies/op_timing.hpp"
 
 using namespace clustersim;
 
@@ -207,4 +210,29 @@ TEST_CASE("KV cache per token: MLA keeps the latent, GQA its key and value heads
   qwen72.heads = 64;
   qwen72.kv_heads = 8;
   CHECK(kv_cache_elements_per_token(qwen72) * 2 == 327680.0);
+}
+
+TEST_CASE("node-limited routing: the expert all-to-all's share of a plain exchange", "[moe][rules]") {
+  // DeepSeek-V3: top-8 over an EP group of 8 nodes reaches 8 (1 - (7/8)^8) = 5.25 nodes on
+  // average, capped at 4: half the bytes of sending all 8 copies.
+  const double reached = 8 * (1 - std::pow(7.0 / 8.0, 8));
+  INFO("distinct nodes reached: closed form " << reached);
+  CHECK(expert_all_to_all_share(8, 4, 8) == Approx(4.0 / 8.0).epsilon(1e-12));
+  // Not binding: two nodes, reached 2 (1 - 2^-8) = 1.992; per-node dispatch still sends one copy per node.
+  CHECK(expert_all_to_all_share(8, 4, 2) == Approx(2 * (1 - std::pow(0.5, 8)) / 8).epsilon(1e-12));
+  CHECK(expert_all_to_all_share(8, 0, 8) == 1.0);  // no limit: a plain all-to-all
+  CHECK(expert_all_to_all_share(8, 4, 1) == 1.0);  // one node: nothing crosses the network
+  CHECK(expert_all_to_all_share(1, 4, 8) == Approx(1.0).epsilon(1e-12));
+
+  // time_op applies it to the dispatch and combine of a sharded plan.
+  const ModelGraph g = build_model_graph(deepseek_v3(0), 1, 2);
+  const Op* dispatch = nullptr;
+  for (const Op& op : g.blocks[std::size_t(g.layers[3])].ops)
+    if (op.kind == OpKind::all_to_all) dispatch = &op;
+  REQUIRE(dispatch);
+  const KernelModel km(*find_gpu_profile("h800-sxm5-80gb"));
+  ShardingContext ctx{1, 64, false, DType::bf16, DType::bf16, expert_all_to_all_share(8, 4, 8)};
+  const OpTiming t = time_op(*dispatch, ctx, km);
+  CHECK(t.forward_comm.bytes == Approx(dispatch->comm_bytes / 2).epsilon(1e-12));
+  CHECK(t.backward_comm.bytes == Approx(dispatch->comm_bytes / 2).epsilon(1e-12));
 }

@@ -7,7 +7,7 @@
 // with mixed-fp8. The goal is 10% per generation; it is not met everywhere. Today (see the printed table) OPT-175B
 // is 11% optimistic, MT-NLG 530B (Megatron-DeepSpeed's pipeline) 41-47% and the V100 rows
 // of Megatron-LM 2019 44-76% (counting recompute FLOPs; the paper does not say whether it
-// does), and DeepSeek-V3 on 2,048 H800s about 50% pessimistic (1F1B instead of DualPipe
+// does), and DeepSeek-V3 on 2,048 H800s about 33% pessimistic (1F1B instead of DualPipe
 // leaves the expert all-to-all exposed; README, "Calibration on real GPUs"). The bounds below
 // stop regressions while the goal is open.
 #include <catch2/catch.hpp>
