@@ -1,5 +1,7 @@
 // Graph builders for GPT (Megatron layout), Llama (RMSNorm, rotary, GQA, SwiGLU), MoE
-// (GShard-style top-k experts every `moe_every` layers) and Wide-ResNet (bottleneck).
+// (GShard-style top-k experts every `moe_every` layers), Llama-style MoE (SwiGLU experts,
+// shared experts, dense first layers; Mixtral, DeepSeek-V3 with multi-head latent
+// attention and multi-token prediction) and Wide-ResNet (bottleneck).
 //
 // Saved activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation
 // in Large Transformer Models", Sec. 4): a GPT layer saves 34 s b h + 5 a s^2 b bytes
@@ -132,6 +134,73 @@ void weight_casts(Block& b, const Dims& d) {
   b.ops.push_back(op);
 }
 
+// The core of attention (scores, softmax, context) over tensors of these sizes in bytes,
+// with query/key head dim `dqk` and value head dim `dv`.
+struct AttentionTensors {
+  double q, k, v, o;
+  i64 dqk, dv;
+};
+
+void attention_core(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, const AttentionTensors& t) {
+  if (m.attention == AttentionImpl::flash) {
+    Op fa;
+    fa.name = "flash-attention";
+    fa.kind = OpKind::attention;
+    fa.split = Split::heads;
+    fa.batch = d.B * d.A;
+    fa.m = d.S;
+    fa.n = d.S;
+    // The op's FLOPs are 4 b m n k (QK^T over dqk, PV over dv): the mean head dim makes
+    // them 2 b m n (dqk + dv) when the two differ (multi-head latent attention).
+    fa.k = (t.dqk + t.dv) / 2;
+    fa.causal = true;
+    fa.fwd_bytes = t.q + t.k + t.v + t.o;
+    fa.bwd_bytes = 2 * (t.q + t.k + t.v + t.o);
+    // Q, K, V, the output and the fp32 log-sum-exp per row.
+    fa.saved_bytes = t.q + t.k + t.v + t.o + double(d.B) * d.A * d.S * 4;
+    ops.push_back(fa);
+    if (d.eager) {
+      // The output's [b, h, s, d] -> [b, s, h*d] copy, its gradient's, and the
+      // concatenation of dq, dk, dv into the fused QKV gradient.
+      Op layout = memory_op("attn-layout-copies", Split::heads, 2 * t.o, 2 * t.o + 2 * (t.q + t.k + t.v), 0);
+      layout.kernels = 2;
+      ops.push_back(layout);
+    }
+  } else {
+    const double probs = double(d.B) * d.A * d.S * d.S;  // elements of the score matrix
+    // Q, K and V are kept even under selective recompute (they are what it restarts
+    // from), so they are saved on a marker op outside the core.
+    ops.push_back(saved_marker("qkv-output-saved", Split::heads, t.q + t.k + t.v));
+    Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, t.dqk, false, Split::heads, 0, 0);
+    scores.core_attention = true;
+    ops.push_back(scores);
+    Op softmax = memory_op("scale-mask-softmax", Split::heads, 2 * probs * d.e, 3 * probs * d.e, probs * d.e);
+    softmax.memory_kind = MemoryKind::softmax;
+    softmax.role = OpRole::row_reduction;
+    softmax.core_attention = true;
+    ops.push_back(softmax);
+    if (d.p > 0) {
+      Op drop = memory_op("attn-dropout", Split::heads, probs * (2 * d.e + 1), probs * (2 * d.e + 1), probs);
+      drop.core_attention = true;
+      ops.push_back(drop);
+    }
+    Op context = matmul("attn-context", d.B * d.A, d.S, t.dv, d.S, false, Split::heads, 0,
+                        d.p > 0 ? probs * d.e : 0.0);
+    context.core_attention = true;
+    ops.push_back(context);
+  }
+}
+
+// The output projection (row-parallel, from heads x v_head_dim back to hidden) and the
+// residual.
+void attention_output(std::vector<Op>& ops, const Dims& d, i64 attn_width, bool bias) {
+  ops.push_back(matmul("attn-out", 1, d.T(), d.H, attn_width, true, Split::row,
+                       double(attn_width) * d.H + (bias ? d.H : 0), double(d.T()) * attn_width * d.e));
+  if (bias) bias_grad(ops, "attn-out", d, d.H, Split::seq);
+  ops.push_back(comm("attn-g", OpKind::tp_exit, d.TH() * d.e));
+  ops.push_back(residual("attn", d));
+}
+
 void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool llama) {
   const double q_bytes = d.TH() * d.e;
   const double kv_bytes = double(d.T()) * d.KV * d.D * d.e;  // one of K or V
@@ -158,57 +227,75 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
       ops.push_back(memory_op("rotary", Split::heads, 2 * (q_bytes + kv_bytes), 2 * (q_bytes + kv_bytes), 0));
     }
   }
+  attention_core(ops, m, d, {q_bytes, kv_bytes, kv_bytes, q_bytes, d.D, d.D});
+  attention_output(ops, d, d.H, bias);
+}
 
-  if (m.attention == AttentionImpl::flash) {
-    Op fa;
-    fa.name = "flash-attention";
-    fa.kind = OpKind::attention;
-    fa.split = Split::heads;
-    fa.batch = d.B * d.A;
-    fa.m = d.S;
-    fa.n = d.S;
-    fa.k = d.D;
-    fa.causal = true;
-    fa.fwd_bytes = q_bytes + 2 * kv_bytes + q_bytes;
-    fa.bwd_bytes = 2 * (q_bytes + 2 * kv_bytes + q_bytes);
-    // Q, K, V, the output and the fp32 log-sum-exp per row.
-    fa.saved_bytes = 2 * q_bytes + 2 * kv_bytes + double(d.B) * d.A * d.S * 4;
-    ops.push_back(fa);
-    if (d.eager) {
-      // The output's [b, h, s, d] -> [b, s, h*d] copy, its gradient's, and the
-      // concatenation of dq, dk, dv into the fused QKV gradient.
-      Op layout = memory_op("attn-layout-copies", Split::heads, 2 * q_bytes, 2 * q_bytes + 2 * (q_bytes + 2 * kv_bytes), 0);
-      layout.kernels = 2;
-      ops.push_back(layout);
-    }
+// RMSNorm over a latent of `width` features per token (replicated over TP ranks).
+void latent_norm(std::vector<Op>& ops, const std::string& name, const Dims& d, i64 width) {
+  const double x = double(d.T()) * width * d.r;
+  ops.push_back(memory_op(name, Split::none, 2 * x, 3 * x, x, double(width)));
+  ops.back().memory_kind = MemoryKind::norm;
+  ops.back().role = OpRole::row_reduction;
+  if (d.eager) ops.back().kernels = 2;
+  if (d.casts) ops.push_back(memory_op(name + "-cast", Split::none, double(d.T()) * width * (d.r + d.e),
+                                       double(d.T()) * width * (d.r + d.e), 0));
+}
+
+// Multi-head latent attention as trained (DeepSeek-V2 Sec. 2.1, DeepSeek-V3 Sec. 2.1.1).
+// The down-projections (hidden -> q latent, hidden -> kv latent + the shared rotary key)
+// are small and replicated on every TP rank, as in Megatron-Core; the up-projections
+// (latent -> per-head query, latent -> per-head no-position key and value) are
+// column-parallel over heads. Training materialises every head's K and V (flash
+// attention's backward needs them); the absorption of the up-projections into the query
+// and output projections, which lets a KV cache hold only the latent, is a decode-time
+// rewrite (kv_cache_elements_per_token).
+void mla_attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
+  const ModelSpec::Mla& a = *m.mla;
+  const i64 dqk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+  const double T = double(d.T());
+  norm(ops, "attn-rmsnorm", d, true);
+  ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.r));
+  ops.push_back(matmul("q-down", 1, d.T(), a.q_lora_rank, d.H, true, Split::none, double(d.H) * a.q_lora_rank, 0));
+  ops.push_back(matmul("kv-down", 1, d.T(), a.kv_lora_rank + a.qk_rope_head_dim, d.H, true, Split::none,
+                       double(d.H) * (a.kv_lora_rank + a.qk_rope_head_dim), 0));
+  // The normed hidden state both down-projections read, kept once.
+  ops.push_back(saved_marker("attn-input-saved", Split::seq, d.TH() * d.e));
+  latent_norm(ops, "q-latent-rmsnorm", d, a.q_lora_rank);
+  latent_norm(ops, "kv-latent-rmsnorm", d, a.kv_lora_rank);
+  ops.push_back(matmul("q-up", 1, d.T(), d.A * dqk, a.q_lora_rank, true, Split::column,
+                       double(a.q_lora_rank) * d.A * dqk, 0));
+  ops.push_back(saved_marker("q-latent-saved", Split::none, T * a.q_lora_rank * d.e));
+  ops.push_back(matmul("kv-up", 1, d.T(), d.A * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, true,
+                       Split::column, double(a.kv_lora_rank) * d.A * (a.qk_nope_head_dim + a.v_head_dim), 0));
+  ops.push_back(saved_marker("kv-latent-saved", Split::none, T * a.kv_lora_rank * d.e));
+  const double q = T * d.A * dqk * d.e, k = q, v = T * d.A * a.v_head_dim * d.e;
+  // Rotary on each head's query part and on the one shared key, which is then broadcast
+  // into every head's key next to its no-position part (the concatenation writes K).
+  const double q_rope = T * d.A * a.qk_rope_head_dim * d.e, k_rope = T * a.qk_rope_head_dim * d.e;
+  ops.push_back(memory_op("rotary-and-key-concat", Split::heads, 2 * (q_rope + k_rope) + 2 * k,
+                          2 * (q_rope + k_rope) + 2 * k, 0));
+  ops.back().kernels = 2;
+  attention_core(ops, m, d, {q, k, v, v, dqk, a.v_head_dim});
+  attention_output(ops, d, d.A * a.v_head_dim, false);
+}
+
+// SwiGLU MLP of width f on the tokens of the micro-batch: gate and up as one
+// column-parallel GEMM, silu(gate) * up, the row-parallel down projection.
+void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& prefix) {
+  const double ff = double(d.T()) * f;
+  ops.push_back(matmul(prefix + "gate-up", 1, d.T(), 2 * f, d.H, true, Split::column, 2.0 * d.H * f, 0));
+  ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.e));
+  if (d.eager) {
+    // silu(gate) then * up as two kernels; backward: the product's two gradients and
+    // silu's. Saves gate, up and silu(gate).
+    Op act = memory_op(prefix + "silu-mul", Split::column, 5 * ff * d.e, 8 * ff * d.e, 3 * ff * d.e);
+    act.kernels = 2;
+    ops.push_back(act);
   } else {
-    const double probs = double(d.B) * d.A * d.S * d.S;  // elements of the score matrix
-    // Q, K and V are kept even under selective recompute (they are what it restarts
-    // from), so they are saved on a marker op outside the core.
-    ops.push_back(saved_marker("qkv-output-saved", Split::heads, q_bytes + 2 * kv_bytes));
-    Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, d.D, false, Split::heads, 0, 0);
-    scores.core_attention = true;
-    ops.push_back(scores);
-    Op softmax = memory_op("scale-mask-softmax", Split::heads, 2 * probs * d.e, 3 * probs * d.e, probs * d.e);
-    softmax.memory_kind = MemoryKind::softmax;
-    softmax.role = OpRole::row_reduction;
-    softmax.core_attention = true;
-    ops.push_back(softmax);
-    if (d.p > 0) {
-      Op drop = memory_op("attn-dropout", Split::heads, probs * (2 * d.e + 1), probs * (2 * d.e + 1), probs);
-      drop.core_attention = true;
-      ops.push_back(drop);
-    }
-    Op context = matmul("attn-context", d.B * d.A, d.S, d.D, d.S, false, Split::heads, 0,
-                        d.p > 0 ? probs * d.e : 0.0);
-    context.core_attention = true;
-    ops.push_back(context);
+    ops.push_back(memory_op(prefix + "swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e));
   }
-  ops.push_back(matmul("attn-out", 1, d.T(), d.H, d.H, true, Split::row, double(d.H) * d.H + (bias ? d.H : 0),
-                       d.TH() * d.e));
-  if (bias) bias_grad(ops, "attn-out", d, d.H, Split::seq);
-  ops.push_back(comm("attn-g", OpKind::tp_exit, d.TH() * d.e));
-  ops.push_back(residual("attn", d));
+  ops.push_back(matmul(prefix + "down", 1, d.T(), d.H, f, true, Split::row, double(f) * d.H, ff * d.e));
 }
 
 void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
@@ -216,18 +303,7 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
   norm(ops, llama ? "mlp-rmsnorm" : "mlp-layernorm", d, llama);
   ops.push_back(comm("mlp-f", OpKind::tp_enter, d.TH() * d.r));
   if (llama) {
-    ops.push_back(matmul("gate-up", 1, d.T(), 2 * d.F, d.H, true, Split::column, 2.0 * d.H * d.F, 0));
-    ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.e));
-    if (d.eager) {
-      // silu(gate) then * up as two kernels; backward: the product's two gradients and
-      // silu's. Saves gate, up and silu(gate).
-      Op act = memory_op("silu-mul", Split::column, 5 * ff * d.e, 8 * ff * d.e, 3 * ff * d.e);
-      act.kernels = 2;
-      ops.push_back(act);
-    } else {
-      ops.push_back(memory_op("swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e));
-    }
-    ops.push_back(matmul("down", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H, ff * d.e));
+    swiglu_mlp(ops, d, d.F, "");
   } else {
     ops.push_back(matmul("fc1", 1, d.T(), d.F, d.H, true, Split::column, double(d.H) * d.F + d.F, 0));
     ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.e));
@@ -240,13 +316,25 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
   ops.push_back(residual("mlp", d));
 }
 
+// Top-k experts (GShard-style capacity buffers, all-to-all dispatch and combine).
+// GPT-style experts are bias-GeLU MLPs of ffn_hidden; llama-moe experts are SwiGLU MLPs
+// of expert_ffn_hidden, with `shared_experts` more of that width that every token passes
+// through (one SwiGLU MLP of shared_experts x expert_ffn_hidden, tensor-parallel like a
+// dense MLP and outside the all-to-all).
 void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
+  const bool swiglu = m.family == ModelFamily::llama_moe;
   const i64 E = m.experts;
+  const i64 F = swiglu ? m.expert_ffn_hidden : d.F;
   // Capacity: tokens each expert takes from this micro-batch.
   const i64 C = static_cast<i64>(std::ceil(m.capacity_factor * double(d.T()) * m.top_k / double(E)));
   const double buffer = double(E) * C * d.H * d.e;  // dispatched token buffer
-  const double ff = double(E) * C * d.F;
-  norm(ops, "moe-layernorm", d, false);
+  const double ff = double(E) * C * F;
+  norm(ops, swiglu ? "moe-rmsnorm" : "moe-layernorm", d, swiglu);
+  if (swiglu && m.shared_experts > 0) {
+    ops.push_back(comm("shared-f", OpKind::tp_enter, d.TH() * d.r));
+    swiglu_mlp(ops, d, m.shared_experts * F, "shared-");
+    ops.push_back(comm("shared-g", OpKind::tp_exit, d.TH() * d.e));
+  }
   ops.push_back(matmul("router", 1, d.T(), E, d.H, true, Split::none, double(d.H) * E, d.TH() * d.e));
   ops.push_back(memory_op("router-softmax-topk", Split::none, 2.0 * d.T() * E * 4, 2.0 * d.T() * E * 4,
                           double(d.T()) * E * 4));
@@ -254,24 +342,82 @@ void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
   ops.push_back(memory_op("dispatch-permute", Split::none, d.TH() * d.e + buffer, d.TH() * d.e + buffer, 0));
   ops.push_back(comm("dispatch", OpKind::all_to_all, buffer));
   ops.push_back(comm("expert-f", OpKind::tp_enter, buffer));
-  Op fc1 = matmul("expert-fc1", E, C, d.F, d.H, true, Split::column, double(E) * (double(d.H) * d.F + d.F), buffer);
-  fc1.expert = true;
-  ops.push_back(fc1);
-  Op act = memory_op("expert-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e);
-  act.expert = true;
-  ops.push_back(act);
-  Op fc2 = matmul("expert-fc2", E, C, d.H, d.F, true, Split::row, double(E) * (double(d.F) * d.H + d.H), ff * d.e);
-  fc2.expert = true;
-  ops.push_back(fc2);
+  if (swiglu) {
+    Op gate_up = matmul("expert-gate-up", E, C, 2 * F, d.H, true, Split::column, double(E) * 2.0 * d.H * F, buffer);
+    gate_up.expert = true;
+    ops.push_back(gate_up);
+    Op act = memory_op("expert-swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e);
+    act.expert = true;
+    ops.push_back(act);
+    Op down = matmul("expert-down", E, C, d.H, F, true, Split::row, double(E) * F * d.H, ff * d.e);
+    down.expert = true;
+    ops.push_back(down);
+  } else {
+    Op fc1 = matmul("expert-fc1", E, C, d.F, d.H, true, Split::column, double(E) * (double(d.H) * d.F + d.F), buffer);
+    fc1.expert = true;
+    ops.push_back(fc1);
+    Op act = memory_op("expert-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e);
+    act.expert = true;
+    ops.push_back(act);
+    Op fc2 = matmul("expert-fc2", E, C, d.H, d.F, true, Split::row, double(E) * (double(d.F) * d.H + d.H), ff * d.e);
+    fc2.expert = true;
+    ops.push_back(fc2);
+  }
   ops.push_back(comm("expert-g", OpKind::tp_exit, buffer));
   ops.push_back(comm("combine", OpKind::all_to_all, buffer));
-  ops.push_back(memory_op("combine-weighted-sum", Split::seq, buffer + 2 * d.TH() * d.e, buffer + 2 * d.TH() * d.e,
-                          double(d.T()) * m.top_k * 4));
+  // The weighted sum of the top-k outputs, plus the shared experts' output.
+  const double shared_out = swiglu && m.shared_experts > 0 ? d.TH() * d.e : 0.0;
+  ops.push_back(memory_op("combine-weighted-sum", Split::seq, buffer + 2 * d.TH() * d.e + shared_out,
+                          buffer + 2 * d.TH() * d.e + shared_out, double(d.T()) * m.top_k * 4));
   ops.push_back(residual("moe", d));
 }
 
+// The word embedding's lookup: a vocab-parallel table, Megatron all-reduces its output
+// over TP.
+Op embedding_lookup(const Dims& d) {
+  Op lookup;
+  lookup.name = "word-embedding";
+  lookup.kind = OpKind::embedding;
+  lookup.split = Split::column;
+  lookup.params = double(d.V) * d.H;
+  lookup.fwd_bytes = 2 * d.TH() * d.r;
+  lookup.bwd_bytes = 2 * d.TH() * d.r;
+  return lookup;
+}
+
+// Final norm, logits and the loss; returns the bytes alive only while its backward runs.
+double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::string& prefix, double logits_params) {
+  norm(ops, prefix + (llama ? "final-rmsnorm" : "final-layernorm"), d, llama);
+  ops.push_back(comm(prefix + "logits-f", OpKind::tp_enter, d.TH() * d.r));
+  const double logits = double(d.T()) * d.V;
+  ops.push_back(matmul(prefix + "logits", 1, d.T(), d.V, d.H, true, Split::column, logits_params, 0));
+  ops.push_back(saved_marker(prefix + "logits-input-saved", Split::seq, d.TH() * d.e));
+  if (d.eager) {
+    // PyTorch's log_softmax reads and writes the logits' dtype (fp32 accumulation). While
+    // its backward runs, the caller still holds the logits, and nll_loss's dense
+    // gradient and log_softmax's input gradient exist next to the saved output.
+    ops.push_back(memory_op(prefix + "cross-entropy", Split::column, 2 * logits * d.e, 3 * logits * d.e, logits * d.e));
+    ops.back().memory_kind = MemoryKind::softmax;
+    ops.back().role = OpRole::row_reduction;
+    return 3 * logits * d.e;
+  }
+  // Megatron's vocab-parallel cross entropy in fp32: read logits, write and keep the
+  // fp32 softmax.
+  ops.push_back(memory_op(prefix + "cross-entropy", Split::column, logits * (d.e + 8), logits * (4 + d.e), logits * 4));
+  ops.back().memory_kind = MemoryKind::softmax;
+  ops.back().role = OpRole::row_reduction;
+  ops.back().kernels = 4;
+  return logits * 4;  // the fp32 gradient of the logits
+}
+
+void layer_attention(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool llama) {
+  if (m.mla) mla_attention_ops(ops, m, d);
+  else attention_ops(ops, m, d, llama);
+}
+
 ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphStyle& style) {
-  const bool llama = m.family == ModelFamily::llama;
+  const bool llama_moe = m.family == ModelFamily::llama_moe;
+  const bool llama = m.family == ModelFamily::llama || llama_moe;
   const double e = style.activation_bytes;
   Dims d{micro_batch, m.seq_len,   m.hidden,         m.heads,     m.kv_heads,
          m.head_dim(), m.ffn_hidden, m.vocab, e, m.dropout, style.residual_bytes, style.autocast_casts, style.eager};
@@ -280,17 +426,9 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   g.tokens_per_sample = m.seq_len;
   g.activation_bytes = e;
 
-  // Embedding: vocab-parallel table, Megatron all-reduces its output over TP.
   Block emb;
   emb.name = "embedding";
-  Op lookup;
-  lookup.name = "word-embedding";
-  lookup.kind = OpKind::embedding;
-  lookup.split = Split::column;
-  lookup.params = double(d.V) * d.H;
-  lookup.fwd_bytes = 2 * d.TH() * d.r;
-  lookup.bwd_bytes = 2 * d.TH() * d.r;
-  emb.ops.push_back(lookup);
+  emb.ops.push_back(embedding_lookup(d));
   emb.ops.push_back(comm("embedding-g", OpKind::tp_exit, d.TH() * d.e));
   if (!llama) emb.ops.push_back(memory_op("position-embedding-add", Split::seq, 3 * d.TH() * d.r, d.TH() * d.r, 0,
                                           double(d.S) * d.H));
@@ -299,33 +437,17 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
 
   Block dense;
   dense.name = llama ? "llama-layer" : (m.family == ModelFamily::moe ? "dense-layer" : "gpt-layer");
-  attention_ops(dense.ops, m, d, llama);
+  layer_attention(dense.ops, m, d, llama);
   dense_mlp_ops(dense.ops, d, llama);
   dense.output_bytes = d.TH() * d.e;
 
   Block head;
   head.name = "head";
-  norm(head.ops, llama ? "final-rmsnorm" : "final-layernorm", d, llama);
-  head.ops.push_back(comm("logits-f", OpKind::tp_enter, d.TH() * d.r));
-  const double logits = double(d.T()) * d.V;
-  head.ops.push_back(matmul("logits", 1, d.T(), d.V, d.H, true, Split::column, double(d.V) * d.H, 0));
-  head.ops.push_back(saved_marker("logits-input-saved", Split::seq, d.TH() * d.e));
-  if (d.eager) {
-    // PyTorch's log_softmax reads and writes the logits' dtype (fp32 accumulation). While
-    // its backward runs, the caller still holds the logits, and nll_loss's dense
-    // gradient and log_softmax's input gradient exist next to the saved output.
-    head.ops.push_back(memory_op("cross-entropy", Split::column, 2 * logits * d.e, 3 * logits * d.e, logits * d.e));
-    head.ops.back().memory_kind = MemoryKind::softmax;
-    head.ops.back().role = OpRole::row_reduction;
-    head.transient_bytes = 3 * logits * d.e;
-  } else {
-    head.transient_bytes = logits * 4;  // the fp32 gradient of the logits
-    // Megatron's vocab-parallel cross entropy in fp32: read logits, write and keep the
-    // fp32 softmax.
-    head.ops.push_back(memory_op("cross-entropy", Split::column, logits * (d.e + 8), logits * (4 + d.e), logits * 4));
-    head.ops.back().memory_kind = MemoryKind::softmax;
-    head.ops.back().role = OpRole::row_reduction;
-    head.ops.back().kernels = 4;
+  head.transient_bytes = output_head(head.ops, d, llama, "", double(d.V) * d.H);
+  if (m.tie_embeddings) {
+    emb.ops.front().tied = true;
+    for (Op& op : head.ops)
+      if (op.kind == OpKind::matmul && op.weight) op.tied = true;
   }
 
   weight_casts(dense, d);
@@ -333,19 +455,57 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   g.blocks = {emb, dense, head};
   g.pre = {0};
   g.post = {2};
-  if (m.family == ModelFamily::moe) {
+  if (m.has_experts()) {
     Block moe;
     moe.name = "moe-layer";
-    attention_ops(moe.ops, m, d, false);
+    layer_attention(moe.ops, m, d, llama);
     moe_mlp_ops(moe.ops, m, d);
     moe.output_bytes = d.TH() * d.e;
     weight_casts(moe, d);
     g.blocks.push_back(moe);
-    for (i64 l = 0; l < m.layers; ++l) g.layers.push_back(((l + 1) % m.moe_every == 0) ? 3 : 1);
+    const i64 dense_first = llama_moe ? m.first_dense_layers : 0;
+    for (i64 l = 0; l < m.layers; ++l)
+      g.layers.push_back(l >= dense_first && ((l - dense_first + 1) % m.moe_every == 0) ? 3 : 1);
+    g.expert_active_fraction = double(m.top_k) / double(m.experts);
   } else {
     g.layers.assign(static_cast<std::size_t>(m.layers), 1);
   }
   if (m.tie_embeddings) g.tied_params = double(d.V) * d.H;
+
+  // Multi-token prediction (DeepSeek-V3 Sec. 2.2): module k normalises the previous
+  // depth's hidden state and the embedding of the token k ahead, concatenates them,
+  // projects 2h -> h, runs one transformer layer (a MoE layer, as the released model's),
+  // and predicts through the shared output head (its own final norm, the main head's
+  // weight). The modules sit on the last pipeline stage; the embedding they share with
+  // the first stage is a second copy there whose gradient is all-reduced with the
+  // first stage's, as Megatron does for tied embeddings.
+  for (i64 k = 0; k < m.mtp_modules; ++k) {
+    Block mtp;
+    mtp.name = "mtp-module";
+    Op lookup = embedding_lookup(d);
+    lookup.name = "mtp-word-embedding";
+    lookup.tied = true;
+    mtp.ops.push_back(lookup);
+    mtp.ops.push_back(comm("mtp-embedding-g", OpKind::tp_exit, d.TH() * d.e));
+    norm(mtp.ops, "mtp-hidden-rmsnorm", d, true);
+    norm(mtp.ops, "mtp-embedding-rmsnorm", d, true);
+    mtp.ops.push_back(comm("mtp-proj-f", OpKind::tp_enter, 2 * d.TH() * d.r));
+    mtp.ops.push_back(matmul("mtp-projection", 1, d.T(), d.H, 2 * d.H, true, Split::row, 2.0 * d.H * d.H,
+                             2 * d.TH() * d.e));
+    mtp.ops.push_back(comm("mtp-proj-g", OpKind::tp_exit, d.TH() * d.e));
+    layer_attention(mtp.ops, m, d, llama);
+    if (m.has_experts()) moe_mlp_ops(mtp.ops, m, d);
+    else dense_mlp_ops(mtp.ops, d, llama);
+    mtp.transient_bytes = output_head(mtp.ops, d, llama, "mtp-", 0);
+    mtp.output_bytes = d.TH() * d.e;
+    weight_casts(mtp, d);
+    if (k == 0) g.blocks.push_back(mtp);
+    g.post.push_back(static_cast<int>(g.blocks.size()) - 1);
+  }
+  if (m.mtp_modules > 0 && !m.tie_embeddings) {
+    g.tied_params = double(d.V) * d.H;
+    g.blocks[0].ops.front().tied = true;
+  }
   return g;
 }
 
@@ -476,6 +636,19 @@ double ModelGraph::params() const {
   return p - tied_params;
 }
 
+double ModelGraph::active_params() const {
+  auto block = [&](int b) {
+    double p = 0;
+    for (const auto& op : blocks[static_cast<std::size_t>(b)].ops) p += op.expert ? op.params * expert_active_fraction : op.params;
+    return p;
+  };
+  double p = 0;
+  for (int b : pre) p += block(b);
+  for (int b : layers) p += block(b);
+  for (int b : post) p += block(b);
+  return p - tied_params;
+}
+
 double ModelGraph::fwd_flops() const {
   double f = 0;
   for (int b : pre) f += blocks[b].fwd_flops();
@@ -506,5 +679,14 @@ ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, doubl
 }
 
 double parameter_count(const ModelSpec& m) { return build_model_graph(m, 1, 2).params(); }
+
+double active_parameter_count(const ModelSpec& m) { return build_model_graph(m, 1, 2).active_params(); }
+
+double kv_cache_elements_per_token(const ModelSpec& m) {
+  if (m.family == ModelFamily::wresnet) return 0;
+  const double per_layer = m.mla ? double(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim)
+                                 : 2.0 * double(m.kv_heads) * double(m.head_dim());
+  return per_layer * double(m.layers);
+}
 
 }  // namespace clustersim

@@ -57,6 +57,10 @@ struct Op {
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   bool weight = false;
   bool causal = false;
+  // The weight is the word embedding's, held on the first stage and again on the last one
+  // (a tied output projection, or a multi-token-prediction module's embedding): the two
+  // copies' gradients are all-reduced between the stages.
+  bool tied = false;
   // memory-bound ops and comm markers: bytes moved (read + written) forward / backward
   double fwd_bytes = 0, bwd_bytes = 0;
   int kernels = 1;  // kernels launched per forward pass (backward: 2x)
@@ -92,8 +96,11 @@ struct ModelGraph {
   double activation_bytes = 2;
   // Parameters shared by the first and last stage (tied embeddings), counted once.
   double tied_params = 0;
+  // Share of an expert op's parameters that one token uses: top_k / experts (1 without).
+  double expert_active_fraction = 1;
 
   double params() const;           // total, tied weights counted once
+  double active_params() const;    // used by one token: the routed experts' top_k / experts share
   double fwd_flops() const;        // per micro-batch
   double model_flops() const { return 3.0 * fwd_flops(); }  // forward + backward, per micro-batch
 };
@@ -120,5 +127,15 @@ ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, doubl
 
 // Parameter count of the model from the graph (tied weights counted once).
 double parameter_count(const ModelSpec& m);
+// Parameters one token uses (a MoE's routed experts counted top_k of `experts`).
+double active_parameter_count(const ModelSpec& m);
+
+// Elements each token keeps in an inference KV cache over all layers: 2 kv_heads x
+// head_dim per layer for multi-head / grouped-query attention; for multi-head latent
+// attention only the compressed latent (kv_lora_rank) and the shared rotary key
+// (qk_rope_head_dim), since the key and value up-projections are absorbed into the query
+// and output projections at decode time. Multi-token-prediction modules are not counted
+// (they serve speculative decoding only when enabled).
+double kv_cache_elements_per_token(const ModelSpec& m);
 
 }  // namespace clustersim

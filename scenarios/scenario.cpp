@@ -18,9 +18,10 @@ namespace {
 template <typename E, std::size_t N>
 using NameTable = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr NameTable<ModelFamily, 4> family_names{{{ModelFamily::gpt, "gpt"},
+constexpr NameTable<ModelFamily, 5> family_names{{{ModelFamily::gpt, "gpt"},
                                                   {ModelFamily::llama, "llama"},
                                                   {ModelFamily::moe, "moe"},
+                                                  {ModelFamily::llama_moe, "llama-moe"},
                                                   {ModelFamily::wresnet, "wresnet"}}};
 constexpr NameTable<AttentionImpl, 2> attention_names{
     {{AttentionImpl::standard, "standard"}, {AttentionImpl::flash, "flash"}}};
@@ -100,8 +101,9 @@ constexpr std::int64_t kMaxBatch = std::int64_t{1} << 32;
 void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   ObjectReader r(j, "/model", diag,
                  {"family", "hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
-                  "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor", "depth",
-                  "channels", "width", "image_size", "classes", "bottleneck"});
+                  "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor",
+                  "expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
+                  "mtp_modules", "depth", "channels", "width", "image_size", "classes", "bottleneck"});
   if (!r.valid()) return;
   const auto family = read_enum(r, "family", family_names, true);
   if (!family) return;
@@ -109,7 +111,9 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
 
   if (m.family == ModelFamily::wresnet) {
     for (auto key : {"hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
-                     "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor"})
+                     "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor",
+                     "expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
+                     "mtp_modules"})
       if (r.has(key)) diag.error(r.path(key), "not a key of the wresnet family (it uses depth, channels, width, image_size, classes, bottleneck)");
     assign(m.depth, r.integer("depth", 1, 1000));
     assign(m.channels, r.integer("channels", 1, 1 << 16));
@@ -131,8 +135,9 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   assign(m.seq_len, r.integer("seq_len", 1, kMaxDim));
   assign(m.vocab, r.integer("vocab", 1, kMaxDim));
   m.kv_heads = r.integer("kv_heads", 1, 1 << 16, false).value_or(m.heads);
+  const bool llama_like = m.family == ModelFamily::llama || m.family == ModelFamily::llama_moe;
   const std::int64_t default_ffn =
-      m.family == ModelFamily::llama
+      llama_like
           // Llama's rule: 2/3 of 4h, rounded up to a multiple of 256.
           ? ((8 * m.hidden / 3 + 255) / 256) * 256
           : 4 * m.hidden;
@@ -141,16 +146,57 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   m.dropout = r.number("dropout", 0.0, 0.999, false).value_or(0.0);
   m.tie_embeddings = r.boolean("tie_embeddings", false).value_or(m.family == ModelFamily::gpt);
 
-  if (m.family == ModelFamily::moe) {
+  if (m.has_experts()) {
     assign(m.experts, r.integer("experts", 1, 1 << 20));
     m.top_k = r.integer("top_k", 1, 1 << 20, false).value_or(2);
-    m.moe_every = r.integer("moe_every", 1, 100000, false).value_or(2);
+    // Mixtral and DeepSeek-V3 put experts in every (non-dense) layer; GShard every other one.
+    m.moe_every = r.integer("moe_every", 1, 100000, false).value_or(m.family == ModelFamily::llama_moe ? 1 : 2);
     m.capacity_factor = r.number("capacity_factor", 0.01, 1000.0, false).value_or(1.0);
     if (m.experts && m.top_k > m.experts)
       diag.error(r.path("top_k"), fmt::format("top_k ({}) exceeds the number of experts ({})", m.top_k, m.experts));
   } else {
     for (auto key : {"experts", "top_k", "moe_every", "capacity_factor"})
-      if (r.has(key)) diag.error(r.path(key), "only the moe family has experts");
+      if (r.has(key)) diag.error(r.path(key), "only the moe and llama-moe families have experts");
+  }
+  if (m.family == ModelFamily::llama_moe) {
+    m.expert_ffn_hidden = r.integer("expert_ffn_hidden", 1, kMaxDim, false).value_or(m.ffn_hidden);
+    m.shared_experts = r.integer("shared_experts", 0, 1 << 10, false).value_or(0);
+    m.first_dense_layers = r.integer("first_dense_layers", 0, 100000, false).value_or(0);
+    m.max_nodes_per_token = r.integer("max_nodes_per_token", 0, 1 << 20, false).value_or(0);
+    m.mtp_modules = r.integer("mtp_modules", 0, 64, false).value_or(0);
+    if (m.mtp_modules > 0 && m.tie_embeddings)
+      diag.error(r.path("mtp_modules"), "multi-token prediction with tie_embeddings true is not modelled (the "
+                                        "modules' embedding would be a third copy of one weight); set tie_embeddings false");
+    if (m.layers && m.first_dense_layers >= m.layers)
+      diag.error(r.path("first_dense_layers"), fmt::format("first_dense_layers ({}) must be below layers ({}): a "
+                                                           "llama-moe model needs at least one MoE layer",
+                                                           m.first_dense_layers, m.layers));
+    if (const auto* mla = r.object("mla", false)) {
+      ObjectReader mr(*mla, "/model/mla", diag,
+                      {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+      if (mr.valid()) {
+        ModelSpec::Mla a;
+        assign(a.q_lora_rank, mr.integer("q_lora_rank", 1, kMaxDim));
+        assign(a.kv_lora_rank, mr.integer("kv_lora_rank", 1, kMaxDim));
+        assign(a.qk_nope_head_dim, mr.integer("qk_nope_head_dim", 1, 1 << 12));
+        // Even: rotary embeddings rotate pairs of features.
+        assign(a.qk_rope_head_dim, mr.integer("qk_rope_head_dim", 2, 1 << 12));
+        assign(a.v_head_dim, mr.integer("v_head_dim", 1, 1 << 12));
+        if (a.qk_rope_head_dim % 2 != 0)
+          diag.error(mr.path("qk_rope_head_dim"), fmt::format("expected an even number (rotary pairs), got {}",
+                                                              a.qk_rope_head_dim));
+        m.mla = a;
+      }
+      // Every head has its own keys and values, up-projected from one shared latent.
+      if (r.has("kv_heads") && m.kv_heads != m.heads)
+        diag.error(r.path("kv_heads"), fmt::format("multi-head latent attention gives every head its keys and values: "
+                                                   "leave kv_heads out or set it to heads ({}), got {}",
+                                                   m.heads, m.kv_heads));
+    }
+  } else {
+    for (auto key : {"expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
+                     "mtp_modules"})
+      if (r.has(key)) diag.error(r.path(key), fmt::format("only the llama-moe family has \"{}\"", key));
   }
 
   if (m.hidden && m.heads && m.hidden % m.heads != 0)
@@ -367,7 +413,9 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     }
   }
   if (transformer && m.layers) {
-    if (split.kind == StageSplit::even && m.layers % vstages != 0)
+    if (m.layers < p.pp)
+      diag.error("/plan/pp", fmt::format("layers ({}) must be at least pp ({}): every stage holds a layer", m.layers, p.pp));
+    else if (split.kind == StageSplit::even && m.layers % vstages != 0)
       diag.error("/plan/pp", fmt::format("layers ({}) must be divisible by pp*virtual_stages = {}*{} = {} (or set "
                                          "plan.layers_per_stage to \"lighten-ends\" or a list)",
                                          m.layers, p.pp, p.virtual_stages, vstages));
@@ -428,7 +476,9 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
   if (p.schedule == Schedule::zb_h1 && p.zero >= 3)
     diag.error("/plan/schedule", "zb-h1 with ZeRO-3 is not modelled (the per-pass weight gathers around a split "
                                  "backward); use zero 0-2 or the 1f1b schedule");
-  if (m.family == ModelFamily::moe) {
+  if (m.has_experts()) {
+    if (m.family == ModelFamily::llama_moe && m.expert_ffn_hidden % p.tp != 0)
+      diag.error("/plan/tp", fmt::format("expert_ffn_hidden ({}) must be divisible by tp ({})", m.expert_ffn_hidden, p.tp));
     if (m.experts && m.experts % p.ep != 0)
       diag.error("/plan/ep", fmt::format("experts ({}) must be divisible by ep ({})", m.experts, p.ep));
     if (p.dp % p.ep != 0)
@@ -540,11 +590,22 @@ nlohmann::json to_json(const Scenario& s) {
     model.emplace("attention", to_string(m.attention));
     model.emplace("dropout", m.dropout);
     model.emplace("tie_embeddings", m.tie_embeddings);
-    if (m.family == ModelFamily::moe) {
+    if (m.has_experts()) {
       model.emplace("experts", m.experts);
       model.emplace("top_k", m.top_k);
       model.emplace("moe_every", m.moe_every);
       model.emplace("capacity_factor", m.capacity_factor);
+    }
+    if (m.family == ModelFamily::llama_moe) {
+      model.emplace("expert_ffn_hidden", m.expert_ffn_hidden);
+      model.emplace("shared_experts", m.shared_experts);
+      model.emplace("first_dense_layers", m.first_dense_layers);
+      model.emplace("max_nodes_per_token", m.max_nodes_per_token);
+      model.emplace("mtp_modules", m.mtp_modules);
+      if (m.mla)
+        model["mla"] = json{{"q_lora_rank", m.mla->q_lora_rank}, {"kv_lora_rank", m.mla->kv_lora_rank},
+                            {"qk_nope_head_dim", m.mla->qk_nope_head_dim}, {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                            {"v_head_dim", m.mla->v_head_dim}};
     }
   }
   json training = json::object();

@@ -16,7 +16,7 @@
 
 namespace clustersim {
 
-enum class ModelFamily { gpt, llama, moe, wresnet };
+enum class ModelFamily { gpt, llama, moe, llama_moe, wresnet };
 enum class AttentionImpl { standard, flash };
 // Which convolutions of a Wide-ResNet bottleneck the width factor widens: torchvision's
 // wide_resnet (the 1x1 reduction and the 3x3) or Alpa's benchmark model (only the 3x3's
@@ -56,11 +56,27 @@ struct ModelSpec {
   // MoE: every `moe_every`-th layer (the 2nd, 4th... for 2) has `experts` experts, top-k routing.
   std::int64_t experts = 0, top_k = 0, moe_every = 2;
   double capacity_factor = 1.0;
+  // llama-moe only (Mixtral, DeepSeek-V3): SwiGLU experts of width expert_ffn_hidden, that
+  // many shared experts (always active, of the same width), the first `first_dense_layers`
+  // layers dense (SwiGLU of ffn_hidden), and node-limited routing: a token's experts lie on
+  // at most `max_nodes_per_token` nodes (0: no limit).
+  std::int64_t expert_ffn_hidden = 0, shared_experts = 0, first_dense_layers = 0, max_nodes_per_token = 0;
+  // Multi-head latent attention (DeepSeek-V2/V3): queries and keys/values pass through
+  // low-rank latents; each head has a no-position part and a rotary part of its own for
+  // queries, a rotary key shared by the heads, and values of v_head_dim.
+  struct Mla {
+    std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  };
+  std::optional<Mla> mla;
+  // Multi-token prediction modules (DeepSeek-V3): each adds a projection, one MoE layer and
+  // a second pass through the shared output head on the last pipeline stage.
+  std::int64_t mtp_modules = 0;
   // Wide-ResNet: bottleneck ResNet of `depth` layers, base channels, width factor.
   std::int64_t depth = 0, channels = 0, width = 0, image_size = 0, classes = 0;
   BottleneckStyle bottleneck = BottleneckStyle::torchvision;
 
   std::int64_t head_dim() const { return heads ? hidden / heads : 0; }
+  bool has_experts() const { return family == ModelFamily::moe || family == ModelFamily::llama_moe; }
 };
 
 // The framework a user trains with (training.framework: a name, or an object with "name"

@@ -110,7 +110,9 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
 
   const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training.precision));
   const KernelModel km(est.cluster().gpu);
-  const ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute, est.precision().weight_gemm};
+  const ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute, est.precision().weight_gemm,
+                            expert_all_to_all_share(s.model.top_k, s.model.max_nodes_per_token,
+                                                    plan_groups(est.cluster(), plan).ep.nodes())};
   r.tied_sync_bytes = tied_embedding_sync_bytes(g.tied_params, plan.tp, plan.pp, est.precision());
   const i64 p = plan.pp, v = r.virtual_stages, L = static_cast<i64>(g.layers.size());
 

@@ -44,8 +44,9 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
                                            bool is_layer) const {
   const Recompute rc = block_recompute(requested, is_layer);
   const KernelModel km(cluster_.gpu);
-  const ShardingContext ctx{plan.tp, plan.ep, plan.sequence_parallel && plan.tp > 1, rules_.compute, rules_.weight_gemm};
   const PlanGroups groups = plan_groups(cluster_, plan);
+  const ShardingContext ctx{plan.tp, plan.ep, plan.sequence_parallel && plan.tp > 1, rules_.compute, rules_.weight_gemm,
+                            expert_all_to_all_share(model_.top_k, model_.max_nodes_per_token, groups.ep.nodes())};
   const auto comm_time = [&](const CommStep& step) -> Seconds {
     switch (step.group) {
       case CommGroup::tp: return collective_time(cluster_, step.kind, step.bytes, groups.tp, 1.0);

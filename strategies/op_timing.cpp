@@ -1,6 +1,7 @@
 #include "strategies/op_timing.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace clustersim {
 namespace {
@@ -84,6 +85,13 @@ OpShards megatron_shards(const Op& op, const ShardingContext& ctx) {
   return s;
 }
 
+double expert_all_to_all_share(i64 top_k, i64 max_nodes_per_token, i64 ep_nodes) {
+  if (max_nodes_per_token <= 0 || ep_nodes <= 1 || top_k <= 0) return 1.0;
+  const double n = double(ep_nodes);
+  const double reached = n * (1.0 - std::pow(1.0 - 1.0 / n, double(top_k)));
+  return std::min(1.0, std::min(reached, double(max_nodes_per_token)) / double(top_k));
+}
+
 OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km) {
   const i64 t = ctx.tp;
   const bool sp = ctx.sequence_parallel && t > 1;
@@ -104,7 +112,7 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
       break;
     case OpKind::all_to_all:
       if (ctx.ep > 1) {
-        r.forward_comm = {Collective::all_to_all, op.comm_bytes, CommGroup::ep};
+        r.forward_comm = {Collective::all_to_all, op.comm_bytes * ctx.all_to_all_share, CommGroup::ep};
         r.backward_comm = r.forward_comm;
       }
       break;

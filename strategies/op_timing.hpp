@@ -77,7 +77,20 @@ struct ShardingContext {
   bool sequence_parallel = false;  // only meaningful with tp > 1
   DType dtype = DType::bf16;
   DType weight_gemm = DType::bf16;  // PrecisionRules::weight_gemm
+  double all_to_all_share = 1;      // expert_all_to_all_share of the plan's expert-parallel group
 };
+
+// Node-limited routing (DeepSeek-V3, arXiv 2412.19437 Sec. 2.1.2 and 3.2.2): a token's
+// top_k experts lie on at most M = max_nodes_per_token nodes, and the dispatch sends it
+// across the network once per destination node (the receiving GPU forwards it to that
+// node's experts over NVLink; the combine reduces per node before sending back). A plain
+// all-to-all sends all top_k copies. Of an expert-parallel group spanning N nodes, a token
+// routed uniformly reaches N (1 - (1 - 1/N)^top_k) distinct nodes, at most M: the
+// all-to-all's bytes are that over top_k of the plain exchange's. 1 without a limit or
+// inside one node. The share scales the whole exchange, its NVLink part too: across nodes
+// the network part is the slower by the NVLink-to-NIC ratio (3.2x on DeepSeek's H800s),
+// and the collective's time is the larger of the two.
+double expert_all_to_all_share(std::int64_t top_k, std::int64_t max_nodes_per_token, std::int64_t ep_nodes);
 
 // The shards of an op under Megatron's split (graph.hpp Split) at tensor-parallel degree
 // tp: column -> cols (an embedding's vocabulary -> contract), row -> contract, heads ->

@@ -102,6 +102,11 @@ std::vector<ValidationCase> validation_cases(const std::string& root) {
       // NeMo's tables: tokens per second per GPU, so a step of global batch x sequence tokens.
       c.step_time = double(s.training.global_batch) * double(s.model.seq_len) /
                     (stated_number(m.at("tokens_per_s_per_gpu"), published) * double(s.cluster.total_gpus()));
+    else if (m.contains("gpu_hours_per_trillion_tokens"))
+      // GPU hours per 10^12 tokens (DeepSeek-V3's cost figure): a step of global batch x
+      // sequence tokens takes that share of the hours, spread over the run's GPUs.
+      c.step_time = stated_number(m.at("gpu_hours_per_trillion_tokens"), published) * 3600.0 *
+                    double(s.training.global_batch) * double(s.model.seq_len) / 1e12 / double(s.cluster.total_gpus());
     else if (m.contains("weak_scaling_efficiency"))
       // Per-GPU rate relative to the one-GPU baseline the row names ("39 TFLOP/s ...").
       c.hardware_tflops_per_gpu = stated_number(m.at("relative_to"), published) *

@@ -11,7 +11,8 @@
 //                        the paper's FLOP count 96 B s l h^2 (1 + s/6h + V/16lh)
 //   published            data/published/training-throughput.json rows with a shipped
 //                        scenario: a step time, tokens/s per GPU (a step of global
-//                        batch x sequence tokens), TFLOP/s per GPU counting recompute
+//                        batch x sequence tokens), GPU hours per trillion tokens (the
+//                        same step), TFLOP/s per GPU counting recompute
 //                        (hardware FLOPs), or weak-scaling efficiency x the 1-GPU rate
 #pragma once
 #include <functional>

@@ -1,7 +1,8 @@
 // The grid of manual plans that the consistency tests run through the estimator, the
 // search (costing the same plan in its Megatron space) and the simulator: GPT (flash
-// attention, dropout, tied embeddings), Llama (standard attention, GQA, SwiGLU) and MoE
-// (16 experts over the data-parallel GPUs) models of 4 layers (cheap to cost and to
+// attention, dropout, tied embeddings), Llama (standard attention, GQA, SwiGLU), MoE
+// (16 experts over the data-parallel GPUs) and llama-moe (MLA, shared experts, a dense
+// first layer) models of 4 layers (cheap to cost and to
 // replay) at a realistic width (hidden 2048, sequence 2048, so that collectives are not
 // all latency), dp x tp x pp from 1 to 64 H100s, 1F1B and GPipe, ZeRO 0-3, recompute
 // none / selective / full. Every plan has 4 micro-batches of 2 samples per replica and
@@ -34,6 +35,18 @@ inline Scenario grid_scenario(const std::string& family, std::int64_t dp, std::i
     model["experts"] = 16;
     model["top_k"] = 2;
   }
+  if (family == "llama-moe") {
+    // DeepSeek-V3's structure at a small width: MLA, a dense first layer, one shared and
+    // 16 routed fine-grained experts.
+    model["experts"] = 16;
+    model["top_k"] = 4;
+    model["ffn_hidden"] = 4096;
+    model["expert_ffn_hidden"] = 1024;
+    model["shared_experts"] = 1;
+    model["first_dense_layers"] = 1;
+    model["mla"] = {{"q_lora_rank", 512}, {"kv_lora_rank", 256}, {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64},
+                    {"v_head_dim", 128}};
+  }
   const std::int64_t gpus = dp * tp * pp;
   // Up to 8 GPUs per node; a small pipeline puts each stage on its own node so that the
   // stages' sends and the tied-embedding all-reduce cross nodes as in large clusters.
@@ -54,7 +67,7 @@ inline Scenario grid_scenario(const std::string& family, std::int64_t dp, std::i
       {"training", {{"global_batch", dp * 2 * 4}, {"micro_batch", 2}, {"precision", "mixed-bf16"}, {"recompute", recompute}}},
       {"cluster", cluster},
       {"plan",
-       {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"ep", family == "moe" ? dp : 1}, {"schedule", schedule}, {"zero", zero},
+       {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"ep", family == "moe" || family == "llama-moe" ? dp : 1}, {"schedule", schedule}, {"zero", zero},
         {"overlap_grad_reduce", false}}}};
   Diagnostics diag("<consistency grid>");
   Scenario s = parse_scenario(doc, diag);
@@ -81,11 +94,20 @@ inline constexpr double kSearchZero3Tolerance = 0.40;
 // optimizer step; the estimator reduces and shards all of a GPU's parameters over dp
 // (the memory rule is shared: both shard the expert states). Either way, up to 13%.
 inline constexpr double kSearchMoeTolerance = 0.15;
+// Multi-head latent attention: the search lowers a block as a chain of ops, and MLA's
+// query and key/value paths are two branches from the normed input, so the search
+// prices an all-gather of the query up-projection's column-split output before the
+// key/value up-projection, which reads the replicated kv latent in fact. The estimator
+// has no data flow between ops to get wrong: the search is up to 1.6% slower here.
+inline constexpr double kSearchMlaTolerance = 0.02;
 
 // The search against the estimator on the grid, by what differs.
 inline double search_time_tolerance(const Scenario& s) {
-  if (s.plan.dp == 1) return kSearchTolerance;
-  if (s.model.family == ModelFamily::moe) return kSearchMoeTolerance;
+  if (s.plan.dp == 1) return s.model.mla ? kSearchMlaTolerance : kSearchTolerance;
+  // ZeRO-3 of a llama-moe layer: the reason above, over its more numerous small ops
+  // (latent norms, router, shared experts): up to 20% here.
+  if (s.model.family == ModelFamily::llama_moe && s.plan.zero == 3) return kSearchZero3Tolerance;
+  if (s.model.has_experts()) return kSearchMoeTolerance;
   return s.plan.zero == 3 ? kSearchZero3Tolerance : kSearchDataParallelTolerance;
 }
 
@@ -96,7 +118,7 @@ inline std::vector<GridRow> consistency_grid(int every = 1) {
       {1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 2, 2}, {4, 2, 2}, {8, 8, 1}, {4, 4, 4}, {16, 2, 2}};
   std::vector<GridRow> rows;
   int n = 0;
-  for (const char* family : {"gpt", "llama", "moe"})
+  for (const char* family : {"gpt", "llama", "moe", "llama-moe"})
     for (const auto& [dp, tp, pp] : shapes)
       for (const char* schedule : {"1f1b", "gpipe"}) {
         if (pp == 1 && std::string(schedule) == "gpipe") continue;

@@ -59,6 +59,7 @@ struct IntraOpProblem {
   double inflight = 1;             // micro-batches whose activations are live at the peak
   double memory_budget = 0;        // bytes per device
   std::int64_t heads = 1, experts = 1;  // quanta for splitting attention heads / expert batches
+  std::int64_t top_k = 0, max_nodes_per_token = 0;  // routing, for expert_all_to_all_share
   StrategySpace space = StrategySpace::full;
   // ZeRO level (0-3) of every op with parameters and data axes; StrategySpace::megatron
   // only (the full space offers every useful level). Out of range: std::invalid_argument.

@@ -13,10 +13,10 @@ bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.
 
 // The word embedding and the output projection that shares its weight.
 bool tied_embedding(const ModelGraph& g, const Op& op) {
-  return g.tied_params > 0 && op.kind == OpKind::embedding && op.params == g.tied_params;
+  return g.tied_params > 0 && op.tied && op.kind == OpKind::embedding;
 }
 bool tied_projection(const ModelGraph& g, const Op& op, bool in_post) {
-  return g.tied_params > 0 && in_post && op.kind == OpKind::matmul && op.weight && op.params == g.tied_params;
+  return g.tied_params > 0 && op.tied && in_post && op.kind == OpKind::matmul && op.weight;
 }
 }  // namespace
 

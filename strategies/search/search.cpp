@@ -137,7 +137,7 @@ SearchPlan cost_manual_plan(const Scenario& s) {
     diag.error("/plan/sequence_parallel", "the search's manual space has no sequence parallelism");
   if (p.schedule == Schedule::interleaved || p.schedule == Schedule::zb_h1)
     diag.error("/plan/schedule", fmt::format("the search's manual space has no {} schedule", to_string(p.schedule)));
-  if (s.model.family == ModelFamily::moe && p.ep != p.dp)
+  if (s.model.has_experts() && p.ep != p.dp)
     diag.error("/plan/ep", fmt::format("the search splits the experts over the data-parallel GPUs: ep must equal dp ({}), got {}",
                                        p.dp, p.ep));
   const ClusterModel cluster = resolve_cluster(s.cluster, diag);

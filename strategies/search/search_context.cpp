@@ -68,6 +68,8 @@ IntraOpProblem SearchContext::problem(const ModelGraph& g, std::vector<int> bloc
   p.memory_budget = budget_;
   p.heads = std::max<i64>(1, s_.model.heads);
   p.experts = std::max<i64>(1, s_.model.experts);
+  p.top_k = s_.model.top_k;
+  p.max_nodes_per_token = s_.model.max_nodes_per_token;
   p.space = space;
   p.zero = space == StrategySpace::megatron ? zero : 0;
   p.recompute = recompute.value_or(s_.training.recompute);

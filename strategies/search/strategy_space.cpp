@@ -377,7 +377,9 @@ class Enumerator {
         std::string comm;
         for (int a = 0; a < 2; ++a)
           if (on[std::size_t(a)] == Dim::rows && m_.axes[std::size_t(a)].size > 1) {
-            forward_ep += coll(c_, m_, a, Collective::all_to_all, op.comm_bytes / double(rs * cs));
+            forward_ep += coll(c_, m_, a, Collective::all_to_all,
+                               op.comm_bytes / double(rs * cs) *
+                                   expert_all_to_all_share(p_.top_k, p_.max_nodes_per_token, m_.axes[std::size_t(a)].group.nodes()));
             comm += fmt::format(" (all-to-all @ {})", a);
           }
         s.cost.ep_comm = 2 * forward_ep;

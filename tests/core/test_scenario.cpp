@@ -234,7 +234,50 @@ TEST_CASE("family-specific defaults and keys", "[scenario]") {
 
   doc["model"]["experts"] = 8;
   const auto ps = problems_of(doc);
-  CHECK(has_problem(ps, "/model/experts", "only the moe family"));
+  CHECK(has_problem(ps, "/model/experts", "only the moe and llama-moe families"));
+}
+
+TEST_CASE("llama-moe keys: defaults, canonical form and errors naming the field", "[scenario]") {
+  json doc = base_doc();
+  doc["model"] = {{"family", "llama-moe"}, {"hidden", 4096}, {"layers", 32}, {"heads", 32}, {"kv_heads", 8},
+                  {"seq_len", 4096}, {"vocab", 32000}, {"ffn_hidden", 14336}, {"experts", 8}};
+  {
+    Diagnostics diag("mixtral");
+    const Scenario s = parse_scenario(doc, diag);
+    INFO(dump(diag.problems()));
+    REQUIRE(diag.ok());
+    CHECK(s.model.expert_ffn_hidden == 14336);  // the dense width unless given
+    CHECK(s.model.moe_every == 1);
+    CHECK(s.model.top_k == 2);
+    CHECK_FALSE(s.model.tie_embeddings);
+    CHECK_FALSE(s.model.mla);
+    Diagnostics again("canon");
+    CHECK(to_json(parse_scenario(to_json(s), again)).dump() == to_json(s).dump());
+  }
+  json mla = doc;
+  mla["model"]["kv_heads"] = 8;
+  mla["model"]["mla"] = {{"q_lora_rank", 1536}, {"kv_lora_rank", 512}, {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 63}};
+  mla["model"]["first_dense_layers"] = 32;
+  mla["model"]["mtp_modules"] = 1;
+  mla["model"]["tie_embeddings"] = true;
+  const auto ps = problems_of(mla);
+  CHECK(has_problem(ps, "/model/mla/v_head_dim", "required"));
+  CHECK(has_problem(ps, "/model/mla/qk_rope_head_dim", "even"));
+  CHECK(has_problem(ps, "/model/kv_heads", "multi-head latent attention"));
+  CHECK(has_problem(ps, "/model/first_dense_layers", "must be below layers (32)"));
+  CHECK(has_problem(ps, "/model/mtp_modules", "tie_embeddings"));
+
+  json tp = doc;
+  tp["model"]["expert_ffn_hidden"] = 1001;
+  tp["plan"]["tp"] = 2;
+  tp["plan"]["dp"] = 1;
+  CHECK(has_problem(problems_of(tp), "/plan/tp", "expert_ffn_hidden (1001) must be divisible by tp (2)"));
+
+  json llama = doc;
+  llama["model"]["family"] = "llama";
+  llama["model"].erase("experts");
+  llama["model"]["shared_experts"] = 1;
+  CHECK(has_problem(problems_of(llama), "/model/shared_experts", "only the llama-moe family"));
 }
 
 TEST_CASE("a platform file in the scenario is found next to it", "[scenario]") {

@@ -32,7 +32,7 @@ constexpr double kPlainTolerance = 0.005;
 constexpr double kTolerance = 0.10;
 constexpr double kInterferenceTolerance = 0.22;
 double sim_tolerance(const Scenario& s) {
-  const bool plain = s.plan.pp == 1 && s.plan.zero < 3 && s.model.family != ModelFamily::moe;
+  const bool plain = s.plan.pp == 1 && s.plan.zero < 3 && !s.model.has_experts();
   if (s.plan.zero == 3 && s.plan.dp > 1 && make_estimator(s).cluster().gpu.interference.present())
     return kInterferenceTolerance;
   return plain ? kPlainTolerance : kTolerance;
