@@ -1,5 +1,6 @@
 #include "scenarios/serving.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <utility>
@@ -17,7 +18,8 @@ const Names<SchedulerKind>& scheduler_names() {
   static const Names<SchedulerKind> n{{SchedulerKind::static_batching, "static"},
                                       {SchedulerKind::orca, "orca"},
                                       {SchedulerKind::vllm, "vllm"},
-                                      {SchedulerKind::sarathi, "sarathi"}};
+                                      {SchedulerKind::sarathi, "sarathi"},
+                                      {SchedulerKind::transformers_fifo, "transformers-fifo"}};
   return n;
 }
 const Names<RouterKind>& router_names() {
@@ -39,6 +41,10 @@ const Names<KvLayout>& kv_names() {
 }
 const Names<GqaMode>& gqa_names() {
   static const Names<GqaMode> n{{GqaMode::native, "native"}, {GqaMode::repeat_kv, "repeat-kv"}};
+  return n;
+}
+const Names<AttentionMode>& attention_names() {
+  static const Names<AttentionMode> n{{AttentionMode::per_request, "per-request"}, {AttentionMode::packed, "packed"}};
   return n;
 }
 const Names<ArrivalKind>& arrival_names() {
@@ -89,18 +95,31 @@ constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
 constexpr QuantityRange kLatency{0, 1e6};
 
 void parse_engine(const nlohmann::json& j, EngineSpec& e, Diagnostics& diag) {
-  ObjectReader r(j, "/serving/engine", diag, {"launch", "kv_cache", "gqa", "iteration_overhead", "memory_fraction"});
+  ObjectReader r(j, "/serving/engine", diag,
+                 {"launch", "kv_cache", "gqa", "attention", "host_calibration", "iteration_overhead", "memory_fraction"});
   if (!r.valid()) return;
   e.launch = read_choice(r, "launch", launch_names(), false).value_or(LaunchMode::eager);
   e.kv_layout = read_choice(r, "kv_cache", kv_names(), false).value_or(KvLayout::paged);
   e.gqa = read_choice(r, "gqa", gqa_names(), false).value_or(GqaMode::native);
-  e.iteration_overhead = r.quantity("iteration_overhead", Dimension::time, false, QuantityRange{0, 10}).value_or(0);
+  e.attention = read_choice(r, "attention", attention_names(), false).value_or(AttentionMode::per_request);
+  if (const auto* h = r.object("host_calibration", false)) {
+    ObjectReader hr(*h, "/serving/engine/host_calibration", diag, {"file", "model"});
+    if (hr.valid()) {
+      e.host.enabled = true;
+      e.host.file = hr.string("file", true).value_or("");
+      e.host.model = hr.string("model", true).value_or("");
+    }
+  }
+  if (e.host.enabled && r.get("iteration_overhead"))
+    diag.error("/serving/engine/iteration_overhead",
+               "give either iteration_overhead or host_calibration: the calibrated host cost includes the overhead");
   e.memory_fraction = r.number("memory_fraction", 0.01, 1.0, false).value_or(0.9);
 }
 
 void parse_scheduler(const nlohmann::json& j, SchedulerSpec& s, Diagnostics& diag) {
   ObjectReader r(j, "/serving/scheduler", diag,
-                 {"policy", "max_batch_size", "max_batched_tokens", "block_size", "watermark", "preemption"});
+                 {"policy", "max_batch_size", "max_batched_tokens", "block_size", "watermark", "preemption",
+                  "safety_margin", "num_blocks"});
   if (!r.valid()) return;
   if (auto k = read_choice(r, "policy", scheduler_names(), true)) s.kind = *k;
   s.max_batch_size = r.integer("max_batch_size", 1, 1 << 20, false).value_or(256);
@@ -108,6 +127,15 @@ void parse_scheduler(const nlohmann::json& j, SchedulerSpec& s, Diagnostics& dia
   s.block_size = r.integer("block_size", 1, 1 << 16, false).value_or(16);
   s.watermark = r.number("watermark", 0.0, 0.5, false).value_or(0.01);
   s.preemption = read_choice(r, "preemption", preemption_names(), false).value_or(Preemption::recompute);
+  const bool tf = s.kind == SchedulerKind::transformers_fifo;
+  for (const char* key : {"safety_margin", "num_blocks"})
+    if (!tf && r.get(key))
+      r.diagnostics().error(r.path(key), "only the transformers-fifo policy has this knob");
+  s.safety_margin = r.number("safety_margin", 0.0, 0.99, false).value_or(0.15);
+  s.num_blocks = r.integer("num_blocks", 1, std::int64_t{1} << 40, false).value_or(0);
+  if (tf && s.preemption == Preemption::swap)
+    r.diagnostics().error(r.path("preemption"),
+                          "transformers-fifo evicts by recompute (soft reset); its CPU offload is not modelled");
 }
 
 void parse_pool(ObjectReader& r, PoolSpec& p, const char* replicas, const char* tp, const char* pp, bool required) {
@@ -197,7 +225,8 @@ void check_serving(const ServingScenario& s, Diagnostics& diag) {
     diag.error("/serving/scheduler/max_batched_tokens",
                fmt::format("the token budget ({}) must hold one decode token of each of max_batch_size ({}) requests",
                            s.scheduler.max_batched_tokens, s.scheduler.max_batch_size));
-  if (s.scheduler.kind != SchedulerKind::sarathi && w.arrival != ArrivalKind::trace &&
+  const bool chunked = s.scheduler.kind == SchedulerKind::sarathi || s.scheduler.kind == SchedulerKind::transformers_fifo;
+  if (!chunked && w.arrival != ArrivalKind::trace &&
       w.prompt.max > s.scheduler.max_batched_tokens)
     diag.error("/serving/scheduler/max_batched_tokens",
                fmt::format("a whole prompt ({} tokens) must fit the iteration's token budget without chunked prefill, got {}",
@@ -257,8 +286,64 @@ ServingScenario load_serving_scenario(const std::string& file) {
       diag.error("/workload/trace", fmt::format("no such trace file \"{}\" (looked for {})", s.workload.trace, p.string()));
     s.workload.trace = p.lexically_normal().string();
   }
+  if (s.engine.host.enabled && !s.engine.host.file.empty()) {
+    namespace fs = std::filesystem;
+    fs::path p(s.engine.host.file);
+    if (p.is_relative()) p = fs::path(file).parent_path() / p;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      diag.error("/serving/engine/host_calibration/file",
+                 fmt::format("no such calibration file \"{}\" (looked for {})", s.engine.host.file, p.string()));
+    } else {
+      s.engine.host.file = p.lexically_normal().string();
+      read_engine_host_cost(s.engine.host);
+    }
+  }
   diag.throw_if_errors();
   return s;
+}
+
+void read_engine_host_cost(EngineHostCost& h) {
+  const auto doc = read_json_file(h.file);
+  Diagnostics diag(h.file);
+  if (!doc.is_object() || doc.value("format", "") != "clustersim-serving-engine-host/1") {
+    diag.error("/format", "expected \"clustersim-serving-engine-host/1\" (calibration/serving/fit_engine_host.py)");
+    diag.throw_if_errors();
+  }
+  const auto models = doc.find("models");
+  if (models == doc.end() || !models->is_object() || !models->contains(h.model)) {
+    std::vector<std::string> names;
+    if (models != doc.end() && models->is_object())
+      for (const auto& [k, v] : models->items()) names.push_back(k);
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    diag.error("/models/" + h.model, fmt::format("no model \"{}\" in the file (it has: {})", h.model, list));
+    diag.throw_if_errors();
+  }
+  const auto& m = (*models)[h.model];
+  const auto terms = [&](const char* phase, HostTerms& t) {
+    const std::string base = "/models/" + h.model + "/" + phase;
+    if (!m.contains(phase) || !m[phase].is_object()) {
+      diag.error(base, "missing");
+      return;
+    }
+    const auto& o = m[phase];
+    const auto get = [&](const char* key, Seconds& v) {
+      if (!o.contains(key) || !o[key].is_number()) {
+        diag.error(base + "/" + key, "expected a number of seconds");
+        return;
+      }
+      v = o[key].get<double>();
+      if (!std::isfinite(v) || v < 0 || v > 10) diag.error(base + "/" + key, fmt::format("expected 0 to 10 s, got {}", v));
+    };
+    get("fixed_s", t.fixed);
+    get("per_request_s", t.per_request);
+    get("per_prefill_token_s", t.per_prefill_token);
+    get("per_kv_token_s", t.per_kv_token);
+  };
+  terms("prepare_update", h.prepare_update);
+  terms("launch", h.launch);
+  diag.throw_if_errors();
 }
 
 nlohmann::json to_json(const ServingScenario& s) {
@@ -278,6 +363,19 @@ nlohmann::json to_json(const ServingScenario& s) {
                  {"gqa", name_of(gqa_names(), s.engine.gqa)},
                  {"iteration_overhead_s", s.engine.iteration_overhead},
                  {"memory_fraction", s.engine.memory_fraction}};
+  // Keys added for the measured engine only, so earlier scenarios keep their hashes.
+  if (s.engine.attention != AttentionMode::per_request)
+    j["engine"]["attention"] = name_of(attention_names(), s.engine.attention);
+  if (s.engine.host.enabled) {
+    const auto terms = [](const HostTerms& t) {
+      return json{{"fixed_s", t.fixed}, {"per_request_s", t.per_request}, {"per_prefill_token_s", t.per_prefill_token},
+                  {"per_kv_token_s", t.per_kv_token}};
+    };
+    j["engine"]["host_calibration"] = {{"file", s.engine.host.file},
+                                       {"model", s.engine.host.model},
+                                       {"prepare_update", terms(s.engine.host.prepare_update)},
+                                       {"launch", terms(s.engine.host.launch)}};
+  }
   j["pool"] = pool(s.pool);
   if (s.disaggregation.enabled) j["prefill_pool"] = pool(s.disaggregation.prefill);
   j["scheduler"] = {{"policy", to_string(s.scheduler.kind)},
@@ -286,6 +384,10 @@ nlohmann::json to_json(const ServingScenario& s) {
                     {"block_size", s.scheduler.block_size},
                     {"watermark", s.scheduler.watermark},
                     {"preemption", to_string(s.scheduler.preemption)}};
+  if (s.scheduler.kind == SchedulerKind::transformers_fifo) {
+    j["scheduler"]["safety_margin"] = s.scheduler.safety_margin;
+    j["scheduler"]["num_blocks"] = s.scheduler.num_blocks;
+  }
   j["router"] = to_string(s.router);
   const auto& w = s.workload;
   j["workload"] = {{"arrival", name_of(arrival_names(), w.arrival)}, {"seed", w.seed}, {"warmup_s", w.warmup}};

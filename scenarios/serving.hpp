@@ -24,15 +24,42 @@ enum class KvLayout { paged, concat };
 // repeat_kv expands them to every query head (transformers' eager/sdpa path).
 enum class GqaMode { native, repeat_kv };
 
+// How attention runs over a batch: per request (flash/paged kernels: each request's
+// queries against its own KV cache), or packed (transformers' continuous batching with
+// paged|sdpa: every layer gathers the K and V of every token any scheduled request
+// attends to and runs one SDPA over all Q packed tokens x all KV_total gathered tokens
+// under a dense block-diagonal mask, ENGINE.md section 6).
+enum class AttentionMode { per_request, packed };
+
+// One host phase of an engine iteration as a linear function of the batch (the terms
+// the engine's Python code has), seconds.
+struct HostTerms {
+  Seconds fixed = 0, per_request = 0, per_prefill_token = 0, per_kv_token = 0;
+  Seconds at(double requests, double prefill_tokens, double kv_tokens) const {
+    return fixed + per_request * requests + per_prefill_token * prefill_tokens + per_kv_token * kv_tokens;
+  }
+};
+
+// A measured engine's per-iteration host cost, fitted from its iteration log
+// (calibration/serving/fit_engine_host.py) and read from that calibration file: the
+// iteration is prepare_update + max(launch, GPU), nothing overlapped (ENGINE.md section 1).
+struct EngineHostCost {
+  bool enabled = false;
+  std::string file, model;  // the calibration file and its model entry
+  HostTerms prepare_update, launch;
+};
+
 struct EngineSpec {
   LaunchMode launch = LaunchMode::eager;
   KvLayout kv_layout = KvLayout::paged;
   GqaMode gqa = GqaMode::native;
+  AttentionMode attention = AttentionMode::per_request;
+  EngineHostCost host;  // replaces the per-kernel launch model and iteration_overhead when enabled
   Seconds iteration_overhead = 0;  // host work per iteration outside the forward (scheduling, sampling)
   double memory_fraction = 0.9;    // share of the GPU's usable memory the engine may take
 };
 
-enum class SchedulerKind { static_batching, orca, vllm, sarathi };
+enum class SchedulerKind { static_batching, orca, vllm, sarathi, transformers_fifo };
 enum class Preemption { recompute, swap };
 enum class RouterKind { round_robin, least_outstanding_tokens };
 
@@ -43,6 +70,9 @@ struct SchedulerSpec {
   std::int64_t block_size = 16;                // KV-cache block, tokens
   double watermark = 0.01;                     // share of blocks kept free at admission
   Preemption preemption = Preemption::recompute;
+  // transformers-fifo: no new prefill while free blocks < safety_margin x num_blocks.
+  double safety_margin = 0.15;
+  std::int64_t num_blocks = 0;  // KV blocks per replica as the engine resolved them; 0: from memory_fraction
 };
 
 struct PoolSpec {
@@ -108,6 +138,9 @@ bool is_serving_scenario(const nlohmann::json& doc);
 ServingScenario parse_serving_scenario(const nlohmann::json& doc, Diagnostics& diag);
 // Reads, parses, validates; a trace path is made relative to the file. Throws InputError.
 ServingScenario load_serving_scenario(const std::string& file);
+// Reads h.model's prepare_update and launch terms from h.file (a
+// clustersim-serving-engine-host/1 file). Throws InputError with JSON paths.
+void read_engine_host_cost(EngineHostCost& h);
 // Canonical JSON (defaults filled in), for hashing and storing.
 nlohmann::json to_json(const ServingScenario& s);
 

@@ -113,9 +113,15 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     prefill_model = std::make_unique<BatchTimeModel>(s.model, cluster, s.engine, s.disaggregation.prefill.tp,
                                                      s.disaggregation.prefill.pp);
   const auto& sc = s.scheduler;
-  const KvCapacity dcap = decode_model.kv_capacity(sc.block_size, sc.max_batched_tokens, sc.max_batch_size);
+  KvCapacity dcap = decode_model.kv_capacity(sc.block_size, sc.max_batched_tokens, sc.max_batch_size);
   KvCapacity pcap;
   if (disagg) pcap = prefill_model->kv_capacity(sc.block_size, sc.max_batched_tokens, sc.max_batch_size);
+  // The engine's own count, as it resolved it from its memory polynomial (recorded with a
+  // measured run), replaces the memory model's.
+  if (sc.num_blocks > 0) {
+    dcap.blocks = sc.num_blocks;
+    if (disagg) pcap.blocks = sc.num_blocks;
+  }
 
   // Inputs the replicas can never serve are errors, not hangs.
   const auto fit_error = [&](const KvCapacity& k, const char* path) {
@@ -130,7 +136,10 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
   const std::string wpath = s.workload.arrival == ArrivalKind::trace ? "/workload/trace" : "/workload";
   for (const auto& r : reqs) {
     const auto check = [&](const KvCapacity& k, i64 tokens) {
-      const i64 usable = k.blocks - static_cast<i64>(sc.watermark * double(k.blocks));
+      // transformers-fifo has no watermark: a lone request may take every block.
+      const i64 usable = sc.kind == SchedulerKind::transformers_fifo
+                             ? k.blocks
+                             : k.blocks - static_cast<i64>(sc.watermark * double(k.blocks));
       if ((tokens + sc.block_size - 1) / sc.block_size > usable)
         throw InputError(s.source, wpath,
                          fmt::format("request {} needs the KV cache of {} tokens, a replica holds {} ({} blocks of {})",
@@ -138,7 +147,7 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     };
     check(dcap, r.prompt + r.output);
     if (disagg) check(pcap, r.prompt + 1);
-    if (sc.kind != SchedulerKind::sarathi && r.prompt > sc.max_batched_tokens)
+    if (sc.kind != SchedulerKind::sarathi && sc.kind != SchedulerKind::transformers_fifo && r.prompt > sc.max_batched_tokens)
       throw InputError(s.source, wpath,
                        fmt::format("request {} has a {}-token prompt, above max_batched_tokens ({}) of a scheduler "
                                    "without chunked prefill",

@@ -99,6 +99,7 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
   const bool expand = engine_.gqa == GqaMode::repeat_kv && heads_gpu_ > kv_heads_gpu_;
   // K and V as attention reads them: expanded to every query head by repeat_kv.
   const double read_token = expand ? 2.0 * double(heads_gpu_) * hd * kElement : kv_token;
+  if (engine_.attention == AttentionMode::packed) return packed_attention_layer(b, kv_token, q_token, read_token);
   Seconds t = 0;
   Bytes cache_traffic = 0;  // the cache write (paged) or the concatenation's copy
   int cache_kernels = 0;
@@ -135,6 +136,37 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
     cache_kernels += 2;
   }
   if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels);
+  return t;
+}
+
+// transformers' paged|sdpa (ENGINE.md section 6): the new K and V are written into their
+// blocks, then every token any request attends to (KV_total = past + new of every request)
+// is gathered by index_select into contiguous K and V, expanded to every query head by
+// repeat_kv when GQA, and one SDPA runs over the Q packed queries x KV_total keys under a
+// dense bf16 mask [Q, KV_total] that the host filled block-diagonally. The work is Q x
+// KV_total, not the sum over requests of their own query x context.
+Seconds BatchTimeModel::packed_attention_layer(const BatchShape& b, double kv_token, double q_token,
+                                               double read_token) const {
+  const double q = double(b.tokens());
+  if (q <= 0) return 0;
+  double kv_total = b.decode_context;
+  for (const auto& p : b.prefills) kv_total += double(p.context + p.tokens);
+  const bool expand = read_token > kv_token;
+  // Cache write of the new tokens; the gather reads KV_total tokens from the cache and
+  // writes them; repeat_kv reads them again and writes one copy per query head.
+  Bytes traffic = 2.0 * q * kv_token + 2.0 * kv_total * kv_token;
+  int kernels = 3;
+  if (expand) {
+    traffic += kv_total * (kv_token + read_token);
+    kernels += 2;
+  }
+  Seconds t = km_.memory(traffic, kernels);
+  // One fused SDPA (no causal mask: the dense float mask carries the structure) over Q x
+  // KV_total for every head; the kernel reads Q, K, V once, writes O, and reads the mask
+  // rows of its query block for every head (the mask is broadcast over the heads).
+  const Bytes bytes = q * 2 * q_token + kv_total * read_token + double(heads_gpu_) * q * kv_total * kElement;
+  t += km_.attention_forward(heads_gpu_, static_cast<i64>(q), static_cast<i64>(std::max(1.0, kv_total)),
+                             model_.head_dim(), false, bytes, DType::bf16);
   return t;
 }
 
@@ -179,6 +211,22 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
                              (engine_.gqa == GqaMode::repeat_kv ? 2 : 0);
     const double kernels = L * double(kernels_per_layer_ + attn_kernels) + kernels_outside_;
     host_forward = kernels * cluster_.gpu.host.eager_per_kernel;
+  }
+  if (engine_.host.enabled) {
+    // A measured engine's calibrated host cost: prepare the batch, launch the eager
+    // forward (the GPU runs behind the launches), wait for the GPU, update the requests;
+    // nothing overlaps with the next iteration (ENGINE.md section 1).
+    double prefill_tokens = 0, kv_tokens = b.decode_context;
+    for (const auto& p : b.prefills) {
+      prefill_tokens += double(p.tokens);
+      kv_tokens += double(p.context + p.tokens);
+    }
+    const double requests = double(b.decodes) + double(b.prefills.size());
+    const Seconds prep = engine_.host.prepare_update.at(requests, prefill_tokens, kv_tokens);
+    const Seconds launch = engine_.host.launch.at(requests, prefill_tokens, kv_tokens);
+    r.host = prep + launch;
+    r.total = prep + std::max(launch, r.gpu);
+    return r;
   }
   r.host = host_forward + engine_.iteration_overhead;
   // The host launches ahead of the GPU; the forward ends when both are done.

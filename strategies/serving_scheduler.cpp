@@ -192,11 +192,154 @@ bool ReplicaScheduler::schedule_iteration_level(BatchShape& shape, i64& swap_blo
   return shape.tokens() > 0;
 }
 
+// One pass of transformers' _process_candidates over decodes, partly prefilled requests
+// and (unless blocked) waiting ones. Sets each scheduled request's chunk / decode flag;
+// a waiting request that gets blocks becomes active (appended to running_). `starved`:
+// running_ indices of active requests whose block allocation failed.
+bool ReplicaScheduler::transformers_pass(std::vector<std::size_t>& starved, bool& alloc_failed) {
+  const i64 bs = spec_.block_size;
+  const i64 max_requests = std::min({spec_.max_batch_size, spec_.max_batched_tokens, total_blocks_});
+  const double margin = spec_.safety_margin * double(total_blocks_);
+  i64 token_budget = spec_.max_batched_tokens;
+  i64 cache_budget = total_blocks_ * bs;
+  i64 scheduled = 0;
+  starved.clear();
+  alloc_failed = false;
+  // One candidate; false: stop the loop.
+  const auto consider = [&](Seq& s, bool decoding, bool active, bool& took) {
+    took = false;
+    if (double(free_blocks_) < margin && scheduled > 0 && !decoding) return false;
+    const i64 tokens = decoding ? 1 : s.prefill_target - s.prefilled;
+    const i64 request_len = std::min(tokens, token_budget);
+    const i64 current_len = s.prefilled;
+    if (cache_budget < current_len) return true;
+    const i64 room = s.blocks * bs - current_len;
+    if (s.blocks == 0 || room < request_len) {
+      // transformers' formula: one block more than ceil when request_len - room + 1 is a
+      // multiple of the block size (ENGINE.md section 2, step 4).
+      const i64 need = (request_len - room + 1) / bs + 1;
+      if (need > free_blocks_) {
+        alloc_failed = true;
+        if (active) return true;  // recorded as starved by the caller
+        if (free_blocks_ == 0) return false;
+        return true;
+      }
+      free_blocks_ -= need;
+      s.blocks += need;
+    }
+    if (decoding) s.decode = true;
+    else s.chunk = request_len;
+    token_budget -= request_len;
+    cache_budget -= current_len;
+    ++scheduled;
+    took = true;
+    return !(token_budget == 0 || cache_budget <= 0 || scheduled >= max_requests);
+  };
+  bool go = true;
+  for (int phase = 0; phase < 2 && go; ++phase) {
+    for (std::size_t i = 0; i < running_.size() && go; ++i) {
+      Seq& s = running_[i];
+      const bool decoding = s.prefilled >= s.prefill_target;
+      if (decoding != (phase == 0)) continue;
+      bool took = false;
+      const bool failed_before = alloc_failed;
+      alloc_failed = false;
+      go = consider(s, decoding, true, took);
+      if (!took && alloc_failed) starved.push_back(i);
+      alloc_failed = alloc_failed || failed_before;
+    }
+  }
+  // Waiting requests in arrival order; one that finds too few free blocks is passed over
+  // (the engine continues with the next candidate) unless none is free.
+  std::vector<bool> taken(waiting_.size(), false);
+  bool any_taken = false;
+  for (std::size_t i = 0; go && !block_new_requests_ && i < waiting_.size(); ++i) {
+    bool took = false;
+    go = consider(waiting_[i], false, false, took);
+    taken[i] = took;
+    any_taken = any_taken || took;
+  }
+  if (any_taken) {
+    std::deque<Seq> rest;
+    for (std::size_t i = 0; i < waiting_.size(); ++i) {
+      if (taken[i]) running_.push_back(std::move(waiting_[i]));
+      else rest.push_back(std::move(waiting_[i]));
+    }
+    waiting_.swap(rest);
+  }
+  return scheduled > 0;
+}
+
+// Eviction by recompute: the request's blocks are freed and it goes to the back of the
+// waiting queue with the tokens it generated appended to its prompt.
+void ReplicaScheduler::soft_reset(std::size_t i) {
+  Seq victim = std::move(running_[i]);
+  running_.erase(running_.begin() + std::ptrdiff_t(i));
+  ++stats_.preemptions;
+  outstanding_ -= (victim.prefill_target - victim.prefilled) + (victim.req.output - victim.generated);
+  victim.chunk = 0;
+  victim.decode = false;
+  release(victim);
+  victim.prefill_target = victim.req.prompt + victim.generated;
+  victim.prefilled = 0;
+  outstanding_ += victim.prefill_target + (victim.req.output - victim.generated);
+  waiting_.push_back(std::move(victim));
+  block_new_requests_ = true;
+}
+
+bool ReplicaScheduler::schedule_transformers(BatchShape& shape) {
+  std::vector<std::size_t> starved;
+  bool alloc_failed = false;
+  bool any = transformers_pass(starved, alloc_failed);
+  const auto evict = [&] {
+    // Victims among the starved, newest first, until the rest's demand fits the free
+    // blocks; the last active request is never evicted.
+    const auto demand = [&](std::size_t i) {
+      const Seq& s = running_[i];
+      const bool decoding = s.prefilled >= s.prefill_target;
+      const i64 len = decoding ? 1 : std::min(s.prefill_target - s.prefilled, spec_.max_batched_tokens);
+      const i64 room = s.blocks * spec_.block_size - s.prefilled;
+      return (len - room + 1) / spec_.block_size + 1;
+    };
+    while (!starved.empty() && running_.size() > 1) {
+      i64 need = 0;
+      for (std::size_t i : starved) need += demand(i);
+      if (need <= free_blocks_) break;
+      const std::size_t victim = starved.back();
+      starved.pop_back();
+      // Undo this pass's choices of the victim (it was not scheduled: it starved).
+      soft_reset(victim);
+      for (auto& i : starved)
+        if (i > victim) --i;
+    }
+  };
+  if (!any && alloc_failed) {
+    evict();
+    // Undo nothing: an empty pass scheduled nothing. Schedule again.
+    any = transformers_pass(starved, alloc_failed);
+  } else if (any && !starved.empty()) {
+    evict();
+  }
+  if (!any) return false;
+  for (auto& s : running_) {
+    if (s.decode) {
+      ++shape.decodes;
+      ++shape.sampled;
+      shape.decode_context += double(s.prefilled + 1);
+    } else if (s.chunk > 0) {
+      shape.prefills.push_back({s.chunk, s.prefilled});
+      if (s.prefilled + s.chunk == s.prefill_target) ++shape.sampled;
+    }
+  }
+  return true;
+}
+
 bool ReplicaScheduler::schedule(BatchShape& shape, i64& swap_blocks) {
   shape.clear();
   swap_blocks = 0;
-  const bool any = spec_.kind == SchedulerKind::static_batching ? schedule_static(shape)
-                                                                 : schedule_iteration_level(shape, swap_blocks);
+  const bool any = spec_.kind == SchedulerKind::static_batching      ? schedule_static(shape)
+                   : spec_.kind == SchedulerKind::transformers_fifo ? schedule_transformers(shape)
+                                                                    : schedule_iteration_level(shape, swap_blocks);
   stats_.peak_blocks = std::max(stats_.peak_blocks, used_blocks());
   in_flight_ = any;
   return any;
@@ -226,7 +369,10 @@ void ReplicaScheduler::complete(std::vector<TokenEvent>& out) {
     const bool finished = s.generated >= s.req.output || prefill_only_;
     if (prefill_only_) outstanding_ -= s.req.output - s.generated;
     out.push_back({s.req.id, s.generated, finished});
-    if (finished) s.done = true;
+    if (finished) {
+      s.done = true;
+      block_new_requests_ = false;  // transformers-fifo: a finish lets waiting requests in again
+    }
   }
   if (spec_.kind == SchedulerKind::static_batching) {
     // The batch ends when its longest request ends.

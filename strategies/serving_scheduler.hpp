@@ -16,6 +16,13 @@
 //  sarathi  chunked prefill with a token budget: every running decode first, then the
 //           partly prefilled requests, then new ones, each prefill cut to the budget left;
 //           paged KV and preemption as vllm.
+//  transformers-fifo  transformers 5.17's continuous-batching FIFOScheduler
+//           (calibration/serving/ENGINE.md section 2 and 4): decodes first, then partly
+//           prefilled prompts, then waiting ones, the last prompt chunked to the budget
+//           left; no new prefill once free blocks fall below safety_margin; blocks
+//           allocated all-or-nothing per iteration; starved requests evicted newest
+//           first by soft reset (recompute), re-queued at the back, and no waiting
+//           request admitted until some request finishes.
 // First come, first served everywhere: admission follows arrival order and never
 // skips the head of the queue.
 #pragma once
@@ -88,6 +95,9 @@ class ReplicaScheduler {
   bool ensure_decode_blocks(std::int64_t& swap_blocks);
   bool schedule_static(BatchShape& shape);
   bool schedule_iteration_level(BatchShape& shape, std::int64_t& swap_blocks);
+  bool schedule_transformers(BatchShape& shape);
+  bool transformers_pass(std::vector<std::size_t>& starved, bool& alloc_failed);
+  void soft_reset(std::size_t running_index);
   void release(Seq& s);
 
   SchedulerSpec spec_;
@@ -99,6 +109,7 @@ class ReplicaScheduler {
   std::vector<Seq> running_;  // admission order
   std::int64_t outstanding_ = 0;
   bool in_flight_ = false;
+  bool block_new_requests_ = false;  // transformers-fifo: set by an eviction, cleared by a finish
   SchedulerStats stats_;
 };
 

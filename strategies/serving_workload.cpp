@@ -145,8 +145,10 @@ std::vector<ServeRequest> read_trace(const std::string& file) {
       }
       if (header) {
         header = false;
-        if (f.size() != 3 || f[0] != "arrival_time" || f[1] != "prompt_tokens" || f[2] != "output_tokens")
-          throw InputError(file, where, "expected the header arrival_time,prompt_tokens,output_tokens");
+        // arrival_s: the header of the measured engine's traces (calibration/data/*/serving-traces).
+        if (f.size() != 3 || (f[0] != "arrival_time" && f[0] != "arrival_s") || f[1] != "prompt_tokens" ||
+            f[2] != "output_tokens")
+          throw InputError(file, where, "expected the header arrival_time,prompt_tokens,output_tokens (or arrival_s,...)");
         continue;
       }
       if (f.size() != 3) throw InputError(file, where, fmt::format("expected 3 columns, got {}", f.size()));

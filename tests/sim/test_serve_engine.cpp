@@ -1,0 +1,240 @@
+// transformers' continuous-batching engine (calibration/serving/ENGINE.md) replayed by
+// `clustersim serve` with the transformers-fifo scheduler: every measured Poisson trace
+// of calibration/data/h100-sxm5-80gb/serving-engine-2026-11-26.json, with the engine
+// settings recorded beside it (num_blocks, block size, token budget, safety margin) and
+// the host cost fitted from the iteration log by calibration/serving/fit_engine_host.py
+// on runs that are NOT replayed here (the probe burst and the slow-mode lone request).
+// Prints measured vs simulated TTFT and E2E p50/p90 per trace. The issue's goal is 10 %;
+// the bounds checked are what the model reaches (docs/serving.md, "Against the real
+// engine"), so a change that makes the replay worse fails.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "scenarios/json_reader.hpp"
+#include "sim/serve.hpp"
+#include "strategies/serving_scheduler.hpp"
+
+using namespace clustersim;
+namespace fs = std::filesystem;
+
+namespace {
+const fs::path kData = fs::path(CLUSTERSIM_SOURCE_DIR) / "calibration/data/h100-sxm5-80gb";
+
+// Linear interpolation between order statistics (numpy's default), the same for the
+// measured and the simulated requests.
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  const double pos = q * double(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+// A serving scenario of the measured engine for one run.
+nlohmann::json engine_scenario(const nlohmann::json& model, const nlohmann::json& engine, const std::string& trace) {
+  nlohmann::json doc;
+  doc["name"] = "transformers-engine-replay";
+  doc["model"] = {{"family", "llama"},
+                  {"hidden", model["hidden_size"]},
+                  {"layers", model["num_hidden_layers"]},
+                  {"heads", model["num_attention_heads"]},
+                  {"kv_heads", model["num_key_value_heads"]},
+                  {"ffn_hidden", model["intermediate_size"]},
+                  {"vocab", model["vocab_size"]},
+                  {"seq_len", 8192},
+                  {"tie_embeddings", model["tie_word_embeddings"]}};
+  doc["cluster"] = {{"gpu", "h100-sxm5-80gb"}, {"nodes", 1}, {"gpus_per_node", 1}};
+  doc["serving"] = {
+      {"engine",
+       {{"launch", "eager"},
+        {"gqa", "repeat-kv"},
+        {"attention", "packed"},
+        {"host_calibration",
+         {{"file", (kData / "serving-engine-host-2026-11-26.json").string()}, {"model", model["name"]}}}}},
+      {"replicas", 1},
+      {"scheduler",
+       {{"policy", "transformers-fifo"},
+        {"block_size", engine["block_size"]},
+        {"num_blocks", engine["num_blocks"]},
+        {"max_batched_tokens", engine["max_batch_tokens"]},
+        {"max_batch_size", engine["max_requests_per_batch"]},
+        {"safety_margin", engine["safety_margin"]}}}};
+  doc["workload"] = {{"arrival", "trace"}, {"trace", trace}};
+  return doc;
+}
+}  // namespace
+
+TEST_CASE("serve: transformers-fifo replays the measured engine's Poisson traces", "[serving][engine]") {
+  const nlohmann::json data = read_json_file((kData / "serving-engine-2026-11-26.json").string());
+  std::printf("%-9s %-6s %4s | %-23s | %-23s | %-23s | %-23s\n", "model", "run", "n", "TTFT p50 ms meas/sim/err",
+              "TTFT p90 ms", "E2E p50 s", "E2E p90 s");
+  std::vector<double> errors;
+  int traces = 0;
+  for (const auto& run : data["runs"]) {
+    const std::string label = run["label"], model = run["model"];
+    // The Poisson runs that ran (the 8B's rate1-3 were skipped by the call's deadline and
+    // have no trace).
+    if (run.value("kind", "") != "poisson" || !run.contains("trace") || !run["trace"].is_object()) continue;
+    const std::string trace = (kData / "serving-traces" / run["trace"]["file"].get<std::string>()).string();
+    REQUIRE(fs::is_regular_file(trace));
+    const auto& engine = data["engines"][run["engine"].get<std::size_t>()];
+    Diagnostics diag(trace);
+    ServingScenario s = parse_serving_scenario(engine_scenario(data["models"][model], engine, trace), diag);
+    INFO((diag.ok() ? std::string() : diag.problems()[0].to_string()));
+    REQUIRE(diag.ok());
+    read_engine_host_cost(s.engine.host);
+    Diagnostics cd(trace);
+    const ClusterModel c = resolve_cluster(s.cluster, cd);
+    REQUIRE(cd.ok());
+    const sim::ServeResult r = sim::simulate_serving(s, c);
+
+    std::vector<double> mt, me, st, se;
+    for (const auto& q : run["requests"]) {
+      const double a = q["arrival_s"].get<double>();
+      mt.push_back(q["first_token_s"].get<double>() - a);
+      me.push_back(q["finish_s"].get<double>() - a);
+    }
+    for (const auto& rec : r.records) {
+      st.push_back(rec.ttft());
+      se.push_back(rec.e2e());
+    }
+    REQUIRE(st.size() == mt.size());
+    const auto cell = [&](const std::vector<double>& m, const std::vector<double>& v, double q, double scale) {
+      const double a = percentile(m, q), b = percentile(v, q);
+      const double err = (b - a) / a;
+      errors.push_back(std::fabs(err));
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%7.2f %7.2f %+6.1f%%", a * scale, b * scale, 100 * err);
+      return std::string(buf);
+    };
+    const std::string c1 = cell(mt, st, 0.5, 1e3), c2 = cell(mt, st, 0.9, 1e3), c3 = cell(me, se, 0.5, 1),
+                      c4 = cell(me, se, 0.9, 1);
+    std::printf("%-9s %-6s %4zu | %s | %s | %s | %s\n", model.c_str(), label.c_str(), mt.size(), c1.c_str(), c2.c_str(),
+                c3.c_str(), c4.c_str());
+    ++traces;
+  }
+  CHECK(traces == 9);
+  std::vector<double> sorted = errors;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = percentile(sorted, 0.5);
+  std::printf("median |error| over %zu figures: %.1f%%, max %.1f%%, within 10%%: %td of %zu\n", errors.size(),
+              100 * median, 100 * sorted.back(), std::count_if(sorted.begin(), sorted.end(), [](double e) { return e <= 0.10; }),
+              sorted.size());
+  // Reached 2026-11-26: median 12.1 %, max 48.9 % (the loaded runs of the second call,
+  // docs/serving.md). The issue's goal, 10 %, is not reached; these bounds keep what is.
+  CHECK(median <= 0.13);
+  CHECK(sorted.back() <= 0.55);
+}
+
+namespace {
+SchedulerSpec engine_spec(std::int64_t block_size) {
+  SchedulerSpec s;
+  s.kind = SchedulerKind::transformers_fifo;
+  s.block_size = block_size;
+  s.max_batched_tokens = 8192;
+  s.max_batch_size = 1024;
+  s.safety_margin = 0.15;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("serve: transformers-fifo allocates blocks with the engine's formula", "[serving][engine]") {
+  // blocks_needed = (request_len - room + 1) // block_size + 1 (ENGINE.md section 2).
+  for (const auto& [prompt, expected] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {200, 1}, {254, 1}, {255, 2}, {256, 2}, {510, 2}, {511, 3}, {512, 3}}) {
+    ReplicaScheduler sch(engine_spec(256), 100);
+    sch.add({0, 0.0, prompt, 4});
+    BatchShape shape;
+    std::int64_t swap = 0;
+    REQUIRE(sch.schedule(shape, swap));
+    std::printf("prompt %4lld: expected %lld blocks, allocated %lld\n", (long long)prompt, (long long)expected,
+                (long long)sch.used_blocks());
+    CHECK(sch.used_blocks() == expected);
+  }
+}
+
+TEST_CASE("serve: transformers-fifo chunks the last prompt to the budget, decodes first", "[serving][engine]") {
+  SchedulerSpec spec = engine_spec(256);
+  spec.max_batched_tokens = 1000;
+  ReplicaScheduler sch(spec, 1000);
+  sch.add({0, 0.0, 600, 3});
+  sch.add({1, 0.0, 600, 3});
+  BatchShape shape;
+  std::int64_t swap = 0;
+  std::vector<TokenEvent> ev;
+  REQUIRE(sch.schedule(shape, swap));
+  REQUIRE(shape.prefills.size() == 2);
+  CHECK(shape.prefills[0].tokens == 600);
+  CHECK(shape.prefills[1].tokens == 400);  // chunked to the 1000-token budget
+  sch.complete(ev);
+  REQUIRE(sch.schedule(shape, swap));
+  CHECK(shape.decodes == 1);  // request 0 decodes first
+  REQUIRE(shape.prefills.size() == 1);
+  CHECK(shape.prefills[0].tokens == 200);
+  CHECK(shape.prefills[0].context == 400);
+}
+
+TEST_CASE("serve: transformers-fifo evicts under KV pressure and loses no request", "[serving][engine]") {
+  // 24 blocks of 16 tokens for 40 requests of up to 160 tokens: the safety margin stops
+  // admissions and decodes starve, so the newest starved requests are soft-reset.
+  ReplicaScheduler sch(engine_spec(16), 24);
+  const int n = 40;
+  std::vector<std::int64_t> got(n, 0), want(n, 0);
+  for (int i = 0; i < n; ++i) {
+    want[i] = 8 + (i * 7) % 40;
+    sch.add({i, 0.0, 40 + (i * 13) % 80, want[i]});
+  }
+  BatchShape shape;
+  std::int64_t swap = 0;
+  std::vector<TokenEvent> ev;
+  int iterations = 0;
+  while (!sch.idle() && iterations < 100000) {
+    REQUIRE(sch.schedule(shape, swap));
+    CHECK(sch.used_blocks() <= sch.total_blocks());
+    sch.complete(ev);
+    for (const auto& e : ev) {
+      CHECK(e.index == got[std::size_t(e.id)] + 1);  // tokens in order, none twice
+      got[std::size_t(e.id)] = e.index;
+    }
+    ++iterations;
+  }
+  std::printf("%d iterations, %lld evictions, peak %lld of 24 blocks\n", iterations,
+              (long long)sch.stats().preemptions, (long long)sch.stats().peak_blocks);
+  CHECK(sch.idle());
+  CHECK(got == want);
+  CHECK(sch.stats().preemptions > 0);
+}
+
+TEST_CASE("serve: bad transformers-fifo settings name the JSON path and the value", "[serving][engine]") {
+  const nlohmann::json data = read_json_file((kData / "serving-engine-2026-11-26.json").string());
+  nlohmann::json doc = engine_scenario(data["models"]["llama-1b"], data["engines"][0], "t.csv");
+  doc["serving"]["scheduler"]["safety_margin"] = 1.5;
+  doc["serving"]["scheduler"]["preemption"] = "swap";
+  doc["serving"]["engine"]["iteration_overhead"] = "5ms";
+  Diagnostics diag("bad.json");
+  parse_serving_scenario(doc, diag);
+  std::string all;
+  for (const auto& p : diag.problems()) all += p.to_string() + "\n";
+  std::printf("%s", all.c_str());
+  CHECK_THAT(all, Catch::Contains("bad.json: /serving/scheduler/safety_margin") && Catch::Contains("1.5") &&
+                      Catch::Contains("/serving/scheduler/preemption") &&
+                      Catch::Contains("/serving/engine/iteration_overhead"));
+  // A knob of the engine's scheduler on another policy is an error, not ignored.
+  nlohmann::json v = doc;
+  v["serving"]["scheduler"] = {{"policy", "vllm"}, {"num_blocks", 100}};
+  v["serving"]["engine"].erase("iteration_overhead");
+  Diagnostics d2("bad.json");
+  parse_serving_scenario(v, d2);
+  REQUIRE(!d2.ok());
+  CHECK_THAT(d2.problems()[0].to_string(), Catch::Contains("/serving/scheduler/num_blocks"));
+  // The calibration file's model entry must exist.
+  EngineHostCost h;
+  h.enabled = true;
+  h.file = (kData / "serving-engine-host-2026-11-26.json").string();
+  h.model = "llama-3b";
+  CHECK_THROWS_WITH(read_engine_host_cost(h), Catch::Contains("/models/llama-3b") && Catch::Contains("llama-8b"));
+}
