@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "scenarios/diagnostics.hpp"
@@ -51,6 +53,47 @@ class ObjectReader {
 
 // A short rendering of a JSON value for messages ("-2", "\"fat tree\"", "an object").
 std::string describe(const nlohmann::json& value);
+
+// The enum value a name stands for, in a table of {value, name} pairs (a std::array or a
+// std::vector of them).
+template <typename Table>
+using EnumOf = std::decay_t<decltype(std::begin(std::declval<const Table&>())->first)>;
+
+// The name of `e` in `table` ("?" when absent).
+template <typename Table>
+std::string_view enum_name(const Table& table, EnumOf<Table> e) {
+  for (const auto& [value, name] : table)
+    if (value == e) return name;
+  return "?";
+}
+
+// Reads `key` as one of the table's names: a missing required key, a value that is not a
+// string, or an unknown name is reported with the names allowed and the nearest one.
+template <typename Table>
+std::optional<EnumOf<Table>> read_enum(ObjectReader& r, std::string_view key, const Table& table, bool required) {
+  const auto* v = r.get(key);
+  if (!v && !required) return std::nullopt;
+  if (!v) {
+    r.diagnostics().error(r.path(key), "required key is missing");
+    return std::nullopt;
+  }
+  if (!v->is_string()) {
+    r.diagnostics().error(r.path(key), "expected a string, got " + describe(*v));
+    return std::nullopt;
+  }
+  const std::string s = v->get<std::string>();
+  std::vector<std::string_view> names;
+  for (const auto& [value, name] : table) {
+    if (name == s) return value;
+    names.push_back(name);
+  }
+  std::string list;
+  for (auto n : names) list += (list.empty() ? "" : " | ") + std::string(n);
+  const std::string guess = nearest(s, names);
+  r.diagnostics().error(r.path(key), "expected one of " + list + ", got \"" + s + "\"" +
+                                         (guess.empty() ? "" : " (did you mean \"" + guess + "\"?)"));
+  return std::nullopt;
+}
 
 // Parses `text` as JSON; a syntax error becomes a Problem with line and column.
 nlohmann::json parse_json_text(std::string_view text, const std::string& file);

@@ -54,39 +54,6 @@ constexpr NameTable<Framework, 5> framework_names{{{Framework::megatron, "megatr
 constexpr NameTable<ElementType, 3> element_type_names{
     {{ElementType::fp32, "fp32"}, {ElementType::bf16, "bf16"}, {ElementType::fp16, "fp16"}}};
 
-template <typename E, std::size_t N>
-std::string_view name_of(const NameTable<E, N>& table, E e) {
-  for (const auto& [value, name] : table)
-    if (value == e) return name;
-  return "?";
-}
-
-// Reads an enum key through ObjectReader::choice with the table's names.
-template <typename E, std::size_t N>
-std::optional<E> read_enum(ObjectReader& r, std::string_view key, const NameTable<E, N>& table, bool required) {
-  const auto* v = r.get(key);
-  if (!v && !required) return std::nullopt;
-  if (!v) {
-    r.diagnostics().error(r.path(key), "required key is missing");
-    return std::nullopt;
-  }
-  if (!v->is_string()) {
-    r.diagnostics().error(r.path(key), fmt::format("expected a string, got {}", describe(*v)));
-    return std::nullopt;
-  }
-  const std::string s = v->get<std::string>();
-  std::vector<std::string_view> names;
-  for (const auto& [value, name] : table) {
-    if (name == s) return value;
-    names.push_back(name);
-  }
-  std::string list;
-  for (auto n : names) list += (list.empty() ? "" : " | ") + std::string(n);
-  const std::string guess = nearest(s, names);
-  r.diagnostics().error(r.path(key), fmt::format("expected one of {}, got \"{}\"{}", list, s,
-                                                 guess.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", guess)));
-  return std::nullopt;
-}
 
 template <typename T>
 void assign(T& field, const std::optional<T>& value) {
@@ -128,7 +95,7 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   }
 
   for (auto key : {"depth", "channels", "width", "image_size", "classes", "bottleneck"})
-    if (r.has(key)) diag.error(r.path(key), fmt::format("not a key of the {} family (it belongs to wresnet)", name_of(family_names, m.family)));
+    if (r.has(key)) diag.error(r.path(key), fmt::format("not a key of the {} family (it belongs to wresnet)", enum_name(family_names, m.family)));
   assign(m.hidden, r.integer("hidden", 1, 1 << 20));
   assign(m.layers, r.integer("layers", 1, 100000));
   assign(m.heads, r.integer("heads", 1, 1 << 16));
@@ -227,8 +194,8 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   f.name = read_enum(fr, "name", framework_names, true).value_or(f.name);
   const auto only = [&](const char* key, Framework owner) {
     if (fr.has(key) && f.name != owner)
-      diag.error(fr.path(key), fmt::format("\"{}\" is a knob of {}, not of {}", key, name_of(framework_names, owner),
-                                           name_of(framework_names, f.name)));
+      diag.error(fr.path(key), fmt::format("\"{}\" is a knob of {}, not of {}", key, enum_name(framework_names, owner),
+                                           enum_name(framework_names, f.name)));
   };
   only("bucket_cap", Framework::pytorch_ddp);
   only("gradient_as_bucket_view", Framework::pytorch_ddp);
@@ -490,10 +457,6 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
 
 namespace {
 
-template <typename E, std::size_t N>
-std::string_view enum_name(const NameTable<E, N>& table, E e) {
-  return name_of(table, e);
-}
 
 std::string si(double v, const char* unit) { return fmt::format("{:.17g}{}", v, unit); }
 

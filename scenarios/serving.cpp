@@ -59,37 +59,6 @@ const Names<LengthKind>& length_names() {
   return n;
 }
 
-template <typename E>
-std::string_view name_of(const Names<E>& names, E e) {
-  for (const auto& [v, n] : names)
-    if (v == e) return n;
-  return "?";
-}
-
-template <typename E>
-std::optional<E> read_choice(ObjectReader& r, std::string_view key, const Names<E>& names, bool required) {
-  std::vector<std::string_view> allowed;
-  for (const auto& [v, n] : names) allowed.push_back(n);
-  const auto* v = r.get(key);
-  if (!v && !required) return std::nullopt;
-  if (!v) {
-    r.diagnostics().error(r.path(key), "required key is missing");
-    return std::nullopt;
-  }
-  if (!v->is_string()) {
-    r.diagnostics().error(r.path(key), fmt::format("expected a string, got {}", describe(*v)));
-    return std::nullopt;
-  }
-  const std::string s = v->get<std::string>();
-  for (const auto& [value, n] : names)
-    if (n == s) return value;
-  std::string list;
-  for (auto n : allowed) list += (list.empty() ? "" : " | ") + std::string(n);
-  const std::string guess = nearest(s, allowed);
-  r.diagnostics().error(r.path(key), fmt::format("expected one of {}, got \"{}\"{}", list, s,
-                                                 guess.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", guess)));
-  return std::nullopt;
-}
 
 constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
 constexpr QuantityRange kLatency{0, 1e6};
@@ -98,10 +67,10 @@ void parse_engine(const nlohmann::json& j, EngineSpec& e, Diagnostics& diag) {
   ObjectReader r(j, "/serving/engine", diag,
                  {"launch", "kv_cache", "gqa", "attention", "host_calibration", "iteration_overhead", "memory_fraction"});
   if (!r.valid()) return;
-  e.launch = read_choice(r, "launch", launch_names(), false).value_or(LaunchMode::eager);
-  e.kv_layout = read_choice(r, "kv_cache", kv_names(), false).value_or(KvLayout::paged);
-  e.gqa = read_choice(r, "gqa", gqa_names(), false).value_or(GqaMode::native);
-  e.attention = read_choice(r, "attention", attention_names(), false).value_or(AttentionMode::per_request);
+  e.launch = read_enum(r, "launch", launch_names(), false).value_or(LaunchMode::eager);
+  e.kv_layout = read_enum(r, "kv_cache", kv_names(), false).value_or(KvLayout::paged);
+  e.gqa = read_enum(r, "gqa", gqa_names(), false).value_or(GqaMode::native);
+  e.attention = read_enum(r, "attention", attention_names(), false).value_or(AttentionMode::per_request);
   if (const auto* h = r.object("host_calibration", false)) {
     ObjectReader hr(*h, "/serving/engine/host_calibration", diag, {"file", "model"});
     if (hr.valid()) {
@@ -121,12 +90,12 @@ void parse_scheduler(const nlohmann::json& j, SchedulerSpec& s, Diagnostics& dia
                  {"policy", "max_batch_size", "max_batched_tokens", "block_size", "watermark", "preemption",
                   "safety_margin", "num_blocks"});
   if (!r.valid()) return;
-  if (auto k = read_choice(r, "policy", scheduler_names(), true)) s.kind = *k;
+  if (auto k = read_enum(r, "policy", scheduler_names(), true)) s.kind = *k;
   s.max_batch_size = r.integer("max_batch_size", 1, 1 << 20, false).value_or(256);
   s.max_batched_tokens = r.integer("max_batched_tokens", 1, kMaxTokens, false).value_or(8192);
   s.block_size = r.integer("block_size", 1, 1 << 16, false).value_or(16);
   s.watermark = r.number("watermark", 0.0, 0.5, false).value_or(0.01);
-  s.preemption = read_choice(r, "preemption", preemption_names(), false).value_or(Preemption::recompute);
+  s.preemption = read_enum(r, "preemption", preemption_names(), false).value_or(Preemption::recompute);
   const bool tf = s.kind == SchedulerKind::transformers_fifo;
   for (const char* key : {"safety_margin", "num_blocks"})
     if (!tf && r.get(key))
@@ -147,7 +116,7 @@ void parse_pool(ObjectReader& r, PoolSpec& p, const char* replicas, const char* 
 void parse_length(const nlohmann::json& j, const std::string& path, LengthSpec& l, Diagnostics& diag) {
   ObjectReader r(j, path, diag, {"dist", "value", "min", "max", "exponent"});
   if (!r.valid()) return;
-  l.kind = read_choice(r, "dist", length_names(), true).value_or(LengthKind::fixed);
+  l.kind = read_enum(r, "dist", length_names(), true).value_or(LengthKind::fixed);
   if (l.kind == LengthKind::fixed) {
     l.value = r.integer("value", 1, kMaxTokens).value_or(1);
     l.min = l.max = l.value;
@@ -167,7 +136,7 @@ void parse_workload(const nlohmann::json& j, WorkloadSpec& w, Diagnostics& diag)
   ObjectReader r(j, "/workload", diag,
                  {"arrival", "trace", "rate", "cv", "requests", "duration", "prompt", "output", "seed", "warmup"});
   if (!r.valid()) return;
-  w.arrival = read_choice(r, "arrival", arrival_names(), true).value_or(ArrivalKind::poisson);
+  w.arrival = read_enum(r, "arrival", arrival_names(), true).value_or(ArrivalKind::poisson);
   w.seed = static_cast<std::uint64_t>(r.integer("seed", 0, INT64_MAX, false).value_or(1));
   w.warmup = r.quantity("warmup", Dimension::time, false, kLatency).value_or(0);
   if (w.arrival == ArrivalKind::trace) {
@@ -235,9 +204,9 @@ void check_serving(const ServingScenario& s, Diagnostics& diag) {
 
 }  // namespace
 
-std::string_view to_string(SchedulerKind e) { return name_of(scheduler_names(), e); }
-std::string_view to_string(RouterKind e) { return name_of(router_names(), e); }
-std::string_view to_string(Preemption e) { return name_of(preemption_names(), e); }
+std::string_view to_string(SchedulerKind e) { return enum_name(scheduler_names(), e); }
+std::string_view to_string(RouterKind e) { return enum_name(router_names(), e); }
+std::string_view to_string(Preemption e) { return enum_name(preemption_names(), e); }
 
 bool is_serving_scenario(const nlohmann::json& doc) { return doc.is_object() && doc.contains("serving"); }
 
@@ -264,7 +233,7 @@ ServingScenario parse_serving_scenario(const nlohmann::json& doc, Diagnostics& d
         }
       }
       if (const auto* sc = sr.object("scheduler")) parse_scheduler(*sc, s.scheduler, diag);
-      s.router = read_choice(sr, "router", router_names(), false).value_or(RouterKind::round_robin);
+      s.router = read_enum(sr, "router", router_names(), false).value_or(RouterKind::round_robin);
     }
   }
   if (const auto* w = r.object("workload")) parse_workload(*w, s.workload, diag);
@@ -350,7 +319,7 @@ nlohmann::json to_json(const ServingScenario& s) {
   using nlohmann::json;
   const auto pool = [](const PoolSpec& p) { return json{{"replicas", p.replicas}, {"tp", p.tp}, {"pp", p.pp}}; };
   const auto length = [](const LengthSpec& l) {
-    return json{{"dist", name_of(length_names(), l.kind)}, {"min", l.min}, {"max", l.max}, {"exponent", l.exponent}};
+    return json{{"dist", enum_name(length_names(), l.kind)}, {"min", l.min}, {"max", l.max}, {"exponent", l.exponent}};
   };
   json j;
   j["name"] = s.name;
@@ -358,14 +327,14 @@ nlohmann::json to_json(const ServingScenario& s) {
                 {"heads", s.model.heads},                {"kv_heads", s.model.kv_heads}, {"ffn_hidden", s.model.ffn_hidden},
                 {"vocab", s.model.vocab},                {"seq_len", s.model.seq_len}, {"tie_embeddings", s.model.tie_embeddings}};
   j["cluster"] = {{"gpu", s.cluster.gpu}, {"nodes", s.cluster.nodes}, {"gpus_per_node", s.cluster.gpus_per_node}};
-  j["engine"] = {{"launch", name_of(launch_names(), s.engine.launch)},
-                 {"kv_cache", name_of(kv_names(), s.engine.kv_layout)},
-                 {"gqa", name_of(gqa_names(), s.engine.gqa)},
+  j["engine"] = {{"launch", enum_name(launch_names(), s.engine.launch)},
+                 {"kv_cache", enum_name(kv_names(), s.engine.kv_layout)},
+                 {"gqa", enum_name(gqa_names(), s.engine.gqa)},
                  {"iteration_overhead_s", s.engine.iteration_overhead},
                  {"memory_fraction", s.engine.memory_fraction}};
   // Keys added for the measured engine only, so earlier scenarios keep their hashes.
   if (s.engine.attention != AttentionMode::per_request)
-    j["engine"]["attention"] = name_of(attention_names(), s.engine.attention);
+    j["engine"]["attention"] = enum_name(attention_names(), s.engine.attention);
   if (s.engine.host.enabled) {
     const auto terms = [](const HostTerms& t) {
       return json{{"fixed_s", t.fixed}, {"per_request_s", t.per_request}, {"per_prefill_token_s", t.per_prefill_token},
@@ -390,7 +359,7 @@ nlohmann::json to_json(const ServingScenario& s) {
   }
   j["router"] = to_string(s.router);
   const auto& w = s.workload;
-  j["workload"] = {{"arrival", name_of(arrival_names(), w.arrival)}, {"seed", w.seed}, {"warmup_s", w.warmup}};
+  j["workload"] = {{"arrival", enum_name(arrival_names(), w.arrival)}, {"seed", w.seed}, {"warmup_s", w.warmup}};
   if (w.arrival == ArrivalKind::trace) {
     j["workload"]["trace"] = w.trace;
   } else {
