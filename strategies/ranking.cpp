@@ -24,12 +24,28 @@ std::string schedule_label(const PlanSpec& p) {
     case Schedule::gpipe: return "GPipe";
     case Schedule::one_f_one_b: return "1F1B";
     case Schedule::interleaved: return fmt::format("interleaved 1F1B v={}", p.virtual_stages);
+    case Schedule::zb_h1: return "ZB-H1";
+  }
+  return "";
+}
+
+// How the layers split over the stages, when not evenly.
+std::string split_label(const PlanSpec& p) {
+  switch (p.layers_per_stage.kind) {
+    case StageSplit::even: return "";
+    case StageSplit::lighten_ends: return ", lighter end stages";
+    case StageSplit::listed: {
+      std::string out = ", layers";
+      for (std::size_t i = 0; i < p.layers_per_stage.layers.size(); ++i)
+        out += fmt::format("{}{}", i ? "-" : " ", p.layers_per_stage.layers[i]);
+      return out;
+    }
   }
   return "";
 }
 
 std::string manual_label(const PlanSpec& p, i64 micro_batch, Recompute rc, i64 global_batch) {
-  std::string out = fmt::format("dp {} x tp {} x pp {}, {}", p.dp, p.tp, p.pp, schedule_label(p));
+  std::string out = fmt::format("dp {} x tp {} x pp {}, {}{}", p.dp, p.tp, p.pp, schedule_label(p), split_label(p));
   if (p.ep > 1) out += fmt::format(", ep {}", p.ep);
   out += p.zero > 0 ? fmt::format(", ZeRO-{}", p.zero) : std::string();
   if (p.sequence_parallel && p.tp > 1) out += ", SP";
