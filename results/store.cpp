@@ -408,9 +408,17 @@ Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<
   int version = 0;
   std::int64_t app = 0, tables = 0;
   try {
-    version = static_cast<int>(impl_->scalar("PRAGMA user_version"));
-    app = impl_->scalar("PRAGMA application_id");
-    tables = impl_->scalar("SELECT count(*) FROM sqlite_master");
+    // One statement, so one snapshot: read one by one, another process creating the
+    // same new database could commit its schema between the reads, and this one saw
+    // tables without the application id ("not a clustersim results database").
+    Statement st(impl_->db,
+                 "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM "
+                 "pragma_application_id), (SELECT count(*) FROM sqlite_master)");
+    if (st.step()) {
+      version = static_cast<int>(st.int64(0));
+      app = st.int64(1);
+      tables = st.int64(2);
+    }
   } catch (const std::exception& e) {
     fail(std::string("unreadable or corrupt SQLite database (") + e.what() + "); left untouched");
   }

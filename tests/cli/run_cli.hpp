@@ -1,5 +1,6 @@
 // Runs the clustersim binary for the end-to-end tests: its exit code and its output.
 #pragma once
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -33,7 +34,7 @@ inline CliResult run_cli(const std::string& args, bool merge_stderr = true) {
 
 // Writes `text` to a file named after `name` in the temporary folder; returns its path.
 inline std::filesystem::path write_temp(const std::string& name, const std::string& text) {
-  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("clustersim-test-" + name);
+  const std::filesystem::path p = clustersim::test::temp_dir() / ("clustersim-test-" + name);
   std::ofstream(p) << text;
   return p;
 }

@@ -1,5 +1,6 @@
 // calibrate import / fit --db end to end: samples go into the database once, and a fit
 // from the database is the fit from the files.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -28,7 +29,7 @@ nlohmann::json without_sources(nlohmann::json p) {
 TEST_CASE("calibrate import stores samples once, fit --db equals fit from the files", "[cli][calibration]") {
   const std::string data = std::string(CLUSTERSIM_SOURCE_DIR) + "/calibration/data/h100-sxm5-80gb/";
   const std::string files = data + "microbench-2026-11-26.json --attention " + data + "sdpa-flash-2026-11-26.json";
-  const fs::path dir = fs::temp_directory_path() / "clustersim-calibrate-test";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-calibrate-test";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "cal.db").string();
@@ -53,7 +54,7 @@ TEST_CASE("calibrate import stores samples once, fit --db equals fit from the fi
 
 TEST_CASE("the H100 measured runs import and compare with the analytical estimates", "[cli][calibration]") {
   const std::string root = CLUSTERSIM_SOURCE_DIR;
-  const fs::path dir = fs::temp_directory_path() / "clustersim-measured-test";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-measured-test";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "m.db").string();

@@ -2,6 +2,7 @@
 // a profile fitted to synthetic NCCL data (made by the alpha-beta model, a pipeline test,
 // not a calibration) changes what `clustersim run` predicts for tensor-parallel traffic
 // by the ratio the fit implies.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -59,7 +60,7 @@ TEST_CASE("a fitted collective profile drives the estimator's tensor-parallel ti
   // bus bandwidth (efficiency 0.76) and one at half that (0.38), both with 3 us latency.
   auto fitted_profile = [](double busbw, const std::string& tag) {
     const auto data = write_temp("cf-synth-" + tag + ".json", synthetic_bench(3e-6, busbw).dump());
-    const auto profile = fs::temp_directory_path() / ("clustersim-test-cf-profile-" + tag + ".json");
+    const auto profile = clustersim::test::temp_dir() / ("clustersim-test-cf-profile-" + tag + ".json");
     const auto fit = run("calibrate fit-collectives " + data.string() + " --base a100-sxm4-80gb --holdout 0 --out " +
                          profile.string());
     INFO(fit.output);
@@ -95,7 +96,7 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
           "[cli][calibration][collective_fit]") {
   // As README.md and tests/core/test_calibration.cpp write it, from the repository root
   // (the profile records the paths it was given).
-  const fs::path out = fs::temp_directory_path() / "clustersim-test-h100-regenerated.json";
+  const fs::path out = clustersim::test::temp_dir() / "clustersim-test-h100-regenerated.json";
   const std::string d = "calibration/data/h100-sxm5-80gb/";
   const auto r = run("calibrate fit " + d + "microbench-2026-11-26.json --attention " + d + "sdpa-flash-2026-11-26.json" +
                      " --host " + d + "host-dispatch-2026-11-26.json --overlap " + d + "overlap-2026-11-26.json" +

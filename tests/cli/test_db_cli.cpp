@@ -1,5 +1,6 @@
 // clustersim db end to end: importing a measured run (the GPU machine's format), the
 // comparison's error figures against their closed form, exports and charts.
+#include "test_temp.hpp"
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -21,7 +22,7 @@ using Result = clustersim::test::CliResult;
 // stdout only unless `merge`: JSON outputs must not mix with stderr notes.
 Result run(const std::string& args, bool merge = true) { return clustersim::test::run_cli(args, merge); }
 
-fs::path temp(const std::string& name) { return fs::temp_directory_path() / ("clustersim-db-" + name); }
+fs::path temp(const std::string& name) { return clustersim::test::temp_dir() / ("clustersim-db-" + name); }
 
 fs::path fresh_db(const std::string& name) {
   const fs::path p = temp(name);

@@ -1,6 +1,7 @@
 // Issue 14, hardening: every way a user broke the binary, reproduced end to end. User
 // mistakes exit 1 with `FILE: /json/path: message`, never "internal error" (exit 3) or
 // a signal; files that cannot be written are said so, never reported as written.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <chrono>
@@ -35,7 +36,7 @@ const char* kSmall = R"({"name": "small",
 
 // A fresh empty folder under the temporary folder.
 fs::path temp_folder(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("clustersim-hardening-" + name);
+  const fs::path dir = clustersim::test::temp_dir() / ("clustersim-hardening-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -83,7 +84,7 @@ TEST_CASE("simulate: a missing or binary --platform file and an unwritable --tra
   CHECK(r.code == 1);
   CHECK_THAT(r.output, Catch::Contains("/nonexistent/platform.xml: /: cannot open the platform file"));
 
-  const fs::path binary = fs::temp_directory_path() / "clustersim-test-binary.xml";
+  const fs::path binary = clustersim::test::temp_dir() / "clustersim-test-binary.xml";
   {
     std::ofstream out(binary, std::ios::binary);
     for (int i = 0; i < 4096; ++i) out.put(static_cast<char>((i * 7919) % 256));

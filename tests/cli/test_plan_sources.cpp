@@ -1,6 +1,7 @@
 // A scenario whose plan is {"search": ...} or {"file": ...}: simulate resolves it (it
 // used to evaluate dp = tp = pp = 1 silently), a manual plan is replayed with its own
 // knobs, an Alpa-style plan and a missing plan file are bad input naming /plan/...
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -51,7 +52,7 @@ TEST_CASE("a sweep over a scenario whose plan is a search stores the found plan'
   const auto base = write_temp("plan-sources-sweep-base.json", scenario(R"({"search": "manual"})"));
   const auto sweep = write_temp("plan-sources-sweep.json", R"({"name": "searched-plans", "base": ")" + base.string() +
                                                                R"(", "axes": [{"field": "/training/global_batch", "values": [32, 64]}]})");
-  const auto db = std::filesystem::temp_directory_path() / "clustersim-plan-sources.db";
+  const auto db = clustersim::test::temp_dir() / "clustersim-plan-sources.db";
   for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(db.string() + s);
   const auto r = run_cli("sweep " + sweep.string() + " --db " + db.string() + " --jobs 1 --quiet");
   INFO(r.output);

@@ -2,6 +2,7 @@
 // rows, each row's time equal to what `run` prints for that plan (the scenario with the
 // row's knobs, or `run --plan` with the Alpa-style plan file), bad input; and the
 // progress of `search` and `rank`: a bar on a terminal, nothing on a pipe.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +27,7 @@ const char* kScenario = R"({
 })";
 
 fs::path setup_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("clustersim-rank-cli-" + name);
+  const fs::path dir = clustersim::test::temp_dir() / ("clustersim-rank-cli-" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "s.json") << kScenario;

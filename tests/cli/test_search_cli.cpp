@@ -1,6 +1,7 @@
 // `clustersim search` and `clustersim run --plan` end to end on a small scenario: the
 // plan file written by search re-evaluates to the same iteration time, and a broken
 // plan file is a bad-input error (exit 1) naming the field.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -27,7 +28,7 @@ const char* kScenario = R"({
 }  // namespace
 
 TEST_CASE("search writes a plan that run --plan evaluates to the same time", "[cli][search]") {
-  const fs::path dir = fs::temp_directory_path() / "clustersim-search-cli";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-search-cli";
   fs::create_directories(dir);
   const fs::path scenario = dir / "s.json", plan = dir / "s.plan.json";
   std::ofstream(scenario) << kScenario;
@@ -53,7 +54,7 @@ TEST_CASE("search writes a plan that run --plan evaluates to the same time", "[c
 }
 
 TEST_CASE("run follows a scenario plan that asks for the search or names a plan file", "[cli][search]") {
-  const fs::path dir = fs::temp_directory_path() / "clustersim-search-cli-2";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-search-cli-2";
   fs::create_directories(dir);
   auto doc = nlohmann::json::parse(kScenario);
   doc["plan"] = {{"search", "manual"}};
@@ -82,7 +83,7 @@ TEST_CASE("run follows a scenario plan that asks for the search or names a plan 
 TEST_CASE("search finds the same plan with the frontier DP and with CBC", "[cli][search]") {
   // Both solve every intra-op ILP exactly, so the plan files agree byte for byte; the
   // scenario is tight enough on memory (16 GB, fp16 Adam) that stages are constrained.
-  const fs::path dir = fs::temp_directory_path() / "clustersim-search-solvers";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-search-solvers";
   fs::create_directories(dir);
   const fs::path scenario = dir / "s.json";
   std::ofstream(scenario) << R"({
@@ -107,7 +108,7 @@ TEST_CASE("search finds the same plan with the frontier DP and with CBC", "[cli]
 }
 
 TEST_CASE("search --json, run --plan and run on a searched plan print run --json's keys", "[cli][search]") {
-  const fs::path dir = fs::temp_directory_path() / "clustersim-search-cli-keys";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-search-cli-keys";
   fs::create_directories(dir);
   const fs::path scenario = dir / "s.json", plan = dir / "s.plan.json";
   std::ofstream(scenario) << kScenario;

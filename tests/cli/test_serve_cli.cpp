@@ -1,5 +1,6 @@
 // `clustersim serve` end to end: the shipped scenario, its outputs (JSON, per-request
 // CSV, Perfetto trace), a trace workload, and bad input (exit 1 with file and path).
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -9,8 +10,8 @@ using namespace clustersim::test;
 
 TEST_CASE("serve prints latencies and writes the per-request CSV and the trace", "[serving][cli]") {
   const std::string root = CLUSTERSIM_SOURCE_DIR;
-  const auto csv = std::filesystem::temp_directory_path() / "clustersim-test-serve.csv";
-  const auto trace = std::filesystem::temp_directory_path() / "clustersim-test-serve-trace.json";
+  const auto csv = clustersim::test::temp_dir() / "clustersim-test-serve.csv";
+  const auto trace = clustersim::test::temp_dir() / "clustersim-test-serve-trace.json";
   const auto r = run_cli("serve " + root + "/data/scenarios/serving/llama3-8b-vllm-h100.json --requests-csv " +
                          csv.string() + " --trace " + trace.string());
   INFO(r.output);
@@ -24,7 +25,7 @@ TEST_CASE("serve prints latencies and writes the per-request CSV and the trace",
   const auto t = nlohmann::json::parse(std::ifstream(trace));
   CHECK(t["traceEvents"].size() > 100);
 
-  const auto db = std::filesystem::temp_directory_path() / "clustersim-test-serve.db";
+  const auto db = clustersim::test::temp_dir() / "clustersim-test-serve.db";
   std::filesystem::remove(db);
   const auto stored = run_cli("serve " + root + "/data/scenarios/serving/llama3-8b-vllm-h100.json --db " + db.string());
   INFO(stored.output);

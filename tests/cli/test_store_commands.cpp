@@ -1,4 +1,5 @@
 // run, simulate and search each store what they compute when given --db.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -20,7 +21,7 @@ int run_binary(const std::string& args, std::string* out) {
 
 TEST_CASE("run, simulate and search store their results with --db", "[cli][db]") {
   const std::string root = CLUSTERSIM_SOURCE_DIR;
-  const fs::path dir = fs::temp_directory_path() / "clustersim-store-commands";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-store-commands";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "r.db").string();

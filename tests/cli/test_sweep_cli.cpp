@@ -1,5 +1,6 @@
 // clustersim sweep end to end: storing, failing points, resume, SIGKILL mid-way, a
 // reader while the sweep writes, and databases that must not be touched.
+#include "test_temp.hpp"
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -28,7 +29,7 @@ using Result = clustersim::test::CliResult;
 Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
 fs::path fresh_db(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("clustersim-cli-" + name);
+  const fs::path p = clustersim::test::temp_dir() / ("clustersim-cli-" + name);
   for (const char* s : {"", "-wal", "-shm"}) fs::remove(p.string() + s);
   return p;
 }
@@ -144,7 +145,7 @@ pid_t start_sweep(const std::string& sweep_file, const fs::path& db, const fs::p
 
 TEST_CASE("a sweep killed with SIGKILL resumes without losing or duplicating a point", "[sweep-cli][kill]") {
   const auto db = fresh_db("killed.db");
-  const auto log = fs::temp_directory_path() / "clustersim-cli-killed.log";
+  const auto log = clustersim::test::temp_dir() / "clustersim-cli-killed.log";
   const std::string sweep_file = source + "/sweeps/bench-10k.json";
   const pid_t pid = start_sweep(sweep_file, db, log);
   // Wait for a progress line past 2,000 points: the writer commits every 2,000 points
@@ -227,7 +228,7 @@ TEST_CASE("a sweep killed with SIGKILL resumes without losing or duplicating a p
 
 TEST_CASE("SIGTERM stops a sweep cleanly with its completed points committed", "[sweep-cli]") {
   const auto db = fresh_db("term.db");
-  const auto log = fs::temp_directory_path() / "clustersim-cli-term.log";
+  const auto log = clustersim::test::temp_dir() / "clustersim-cli-term.log";
   const std::string sweep_file = source + "/sweeps/bench-10k.json";
   const pid_t pid = start_sweep(sweep_file, db, log);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

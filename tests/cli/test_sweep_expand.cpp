@@ -1,5 +1,6 @@
 // Sweep files: grids, lists, zipped lists and ranges expand to the documents expected,
 // and mistakes are reported with the sweep file's JSON path.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -71,7 +72,7 @@ TEST_CASE("arithmetic ranges keep integers, fractional steps give numbers", "[sw
 
 TEST_CASE("units are swept as strings, and the base may be a file next to the sweep", "[sweep]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "clustersim-sweep-base";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-sweep-base";
   fs::create_directories(dir);
   std::ofstream(dir / "base.json") << clustersim::default_scenario_text();
   std::ofstream(dir / "s.json") << R"({"base": "base.json", "axes": [

@@ -1,5 +1,6 @@
 // The uncertainty table is regenerated from the validation sets byte for byte, and the
 // intervals reach the output of run, simulate and search, and db compare's coverage.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +23,7 @@ std::string slurp(const fs::path& p) {
 
 TEST_CASE("calibrate uncertainty regenerates data/uncertainty.json byte for byte", "[cli][uncertainty]") {
   const std::string root = CLUSTERSIM_SOURCE_DIR;
-  const fs::path out = fs::temp_directory_path() / "clustersim-test-uncertainty.json";
+  const fs::path out = clustersim::test::temp_dir() / "clustersim-test-uncertainty.json";
   const auto r = run_cli("calibrate uncertainty --root " + root + " --out " + out.string());
   INFO(r.output);
   REQUIRE(r.code == 0);
@@ -40,7 +41,7 @@ TEST_CASE("run, simulate and search print the interval, and run --json carries i
   const auto sim = run_cli("simulate " + scenario);
   INFO(sim.output);
   CHECK_THAT(sim.output, Catch::Contains("likely range") && Catch::Contains("calibrated/one-gpu/simulated"));
-  const fs::path plan = fs::temp_directory_path() / "clustersim-test-uncertainty.plan.json";
+  const fs::path plan = clustersim::test::temp_dir() / "clustersim-test-uncertainty.plan.json";
   const auto search = run_cli("search " + scenario + " --micro-batches 1 -o " + plan.string());
   INFO(search.output);
   CHECK_THAT(search.output, Catch::Contains("likely range"));
@@ -56,7 +57,7 @@ TEST_CASE("run, simulate and search print the interval, and run --json carries i
 
 TEST_CASE("db compare reports how many measured runs fall inside their interval", "[cli][uncertainty]") {
   const std::string root = CLUSTERSIM_SOURCE_DIR;
-  const fs::path dir = fs::temp_directory_path() / "clustersim-coverage-test";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-coverage-test";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string db = (dir / "c.db").string();

@@ -1,6 +1,7 @@
 // One convention per quantity across commands: memory in binary units (GiB, as
 // format_bytes writes it), bandwidth in decimal ones (GB/s). run, simulate and search
 // print a scenario's memory per GPU as the same string.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <regex>
@@ -23,7 +24,7 @@ TEST_CASE("run, simulate and search print memory per GPU in the same binary unit
   const std::string scenario = std::string(CLUSTERSIM_SOURCE_DIR) + "/data/scenarios/measured-h100/gpt-125m-s1024-mb16.json";
   const auto run = run_cli("run " + scenario);
   const auto sim = run_cli("simulate " + scenario);
-  const auto plan = std::filesystem::temp_directory_path() / "clustersim-test-units.plan.json";
+  const auto plan = clustersim::test::temp_dir() / "clustersim-test-units.plan.json";
   const auto search = run_cli("search " + scenario + " --micro-batches 1 -o " + plan.string());
   std::filesystem::remove(plan);
   INFO(run.output << "\n" << sim.output << "\n" << search.output);

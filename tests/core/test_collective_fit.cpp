@@ -5,6 +5,7 @@
 // section, as it was; the profile section survives its JSON round trip and is checked
 // with JSON paths. The committed one-GPU NCCL smoke file is read, and refused as having
 // no link samples.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -60,7 +61,7 @@ json synthetic_bench(const NcclLinkFit& model, std::initializer_list<int> ranks)
 }
 
 std::string write_temp(const json& doc, const std::string& name) {
-  const auto path = (std::filesystem::temp_directory_path() / name).string();
+  const auto path = (clustersim::test::temp_dir() / name).string();
   std::ofstream(path) << doc.dump();
   return path;
 }

@@ -1,5 +1,6 @@
 // Scenario validation: every problem reported at once, each with file, JSON path, the
 // bad value and what is allowed; unknown keys get the nearest valid key.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -282,7 +283,7 @@ TEST_CASE("llama-moe keys: defaults, canonical form and errors naming the field"
 
 TEST_CASE("a platform file in the scenario is found next to it", "[scenario]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "clustersim-platform-path";
+  const fs::path dir = clustersim::test::temp_dir() / "clustersim-platform-path";
   fs::create_directories(dir);
   json doc = base_doc();
   doc["simulation"]["platform"] = "cluster.xml";

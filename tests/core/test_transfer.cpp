@@ -1,5 +1,6 @@
 // The transfer of a calibrated profile to another GPU (costmodel/transfer): each rule
 // against its closed form, and the built-in transferred profiles load as such.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -161,7 +162,7 @@ TEST_CASE("transfer: built-in profiles without measurements load as transferred 
 }
 
 TEST_CASE("transfer: a reference that is missing or not calibrated is refused, naming the field", "[transfer]") {
-  const auto dir = std::filesystem::temp_directory_path() / "clustersim-transfer-test";
+  const auto dir = clustersim::test::temp_dir() / "clustersim-transfer-test";
   std::filesystem::create_directories(dir);
   for (const std::string from : {"a100-sxm4-80gb-nonexistent", "v100-sxm2-16gb"}) {
     const std::string path = (dir / "bad.json").string();

@@ -1,5 +1,6 @@
 // The results database: schema and migrations, idempotent inserts, the hash that joins
 // runs, and the refusal to touch files that are not (or not yet) ours.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +16,7 @@ using clustersim::results::Database;
 
 namespace {
 fs::path fresh(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("clustersim-results-" + name);
+  const fs::path p = clustersim::test::temp_dir() / ("clustersim-results-" + name);
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
   return p;
 }

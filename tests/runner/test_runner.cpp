@@ -2,6 +2,7 @@
 // through its callback and its counts in the summary (it prints nothing), a stop
 // request ends it with what was computed stored, and the comparison statistics match
 // their closed forms.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <atomic>
 #include <csignal>
@@ -19,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path fresh_db(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("clustersim-runner-" + name);
+  const fs::path p = clustersim::test::temp_dir() / ("clustersim-runner-" + name);
   fs::remove(p);
   return p;
 }
@@ -124,8 +125,8 @@ TEST_CASE("comparison statistics: MAPE, bias and the worst error with its sign",
 }
 
 TEST_CASE("reading measured runs reports the problems of every file at once", "[runner][measured]") {
-  const fs::path a = fs::temp_directory_path() / "clustersim-runner-measured-a.json";
-  const fs::path b = fs::temp_directory_path() / "clustersim-runner-measured-b.json";
+  const fs::path a = clustersim::test::temp_dir() / "clustersim-runner-measured-a.json";
+  const fs::path b = clustersim::test::temp_dir() / "clustersim-runner-measured-b.json";
   std::ofstream(a) << R"({"format": "clustersim-measured-run/2", "measured": {"step_time_s": 1}})";
   std::ofstream(b) << R"({"format": "clustersim-measured-run/1", "measured": {"step_time_s": -1}})";
   try {

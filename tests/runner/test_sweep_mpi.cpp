@@ -4,6 +4,7 @@
 // the invalid points recorded as failed; a rerun finds everything done; a job stopped
 // by SIGTERM (what mpirun and Slurm send) resumes to the same rows. Also the bytes the
 // outcomes travel in, without MPI.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <csignal>
@@ -25,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path temp(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("clustersim-mpi-" + name);
+  const fs::path p = clustersim::test::temp_dir() / ("clustersim-mpi-" + name);
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(p.string() + suffix);
   return p;
 }

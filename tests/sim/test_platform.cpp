@@ -1,5 +1,6 @@
 // The platform: routes inside a node use the GPU's own NVSwitch port, routes across
 // nodes the GPU's NIC; a SimGrid platform file can replace the built platform.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -27,7 +28,7 @@ Scenario two_gpus() {
 
 TEST_CASE("a SimGrid platform file replaces the built platform", "[sim][platform]") {
   const Scenario s = two_gpus();
-  const auto file = (std::filesystem::temp_directory_path() / "clustersim-test-platform.xml").string();
+  const auto file = (clustersim::test::temp_dir() / "clustersim-test-platform.xml").string();
   // Slow links between the two GPUs, one per direction: the gradient all-reduce (a ring
   // of two, each edge carrying the whole buffer) must take B/bw + 2 latencies on them.
   std::ofstream(file) << R"(<?xml version='1.0'?>

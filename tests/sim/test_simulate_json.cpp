@@ -1,6 +1,7 @@
 // The simulator's result: the keys of the estimator's JSON (so `simulate --json` and
 // `run --json` compare key by key), the provenance of the network model, determinism,
 // and the Perfetto trace.
+#include "test_temp.hpp"
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -72,7 +73,7 @@ TEST_CASE("the same scenario simulates to the same result", "[sim][json]") {
 
 TEST_CASE("a trace file is a Perfetto trace with one track per GPU stream", "[sim][trace]") {
   const Scenario s = small_scenario();
-  const std::string file = (std::filesystem::temp_directory_path() / "clustersim-test-trace.json").string();
+  const std::string file = (clustersim::test::temp_dir() / "clustersim-test-trace.json").string();
   sim::SimulateOptions o;
   o.trace_file = file;
   const json r = sim::to_json(sim::simulate(s, o));
