@@ -34,10 +34,15 @@ double updated_params(double params, int zero, i64 dp) {
   return zero >= 1 ? params / double(std::max<i64>(1, dp)) : params;
 }
 
+OverlapSlowdown overlap_slowdown(bool comm_in_flight, bool computing, const OverlapInterference& f) {
+  return {comm_in_flight ? f.compute : 1.0, computing ? f.comm : 1.0};
+}
+
 Seconds overlap_exposed(Seconds compute, Seconds comm, const OverlapInterference& f) {
   if (compute <= 0 || comm <= 0) return std::max(0.0, comm);
-  const double fc = f.compute, fn = f.comm;
-  if (comm * fn <= compute * fc)  // the collective ends first
+  const OverlapSlowdown both = overlap_slowdown(true, true, f);
+  const double fc = both.compute, fn = both.comm;
+  if (comm * fn <= compute * fc)  // the collective ends first; the compute's rest runs alone
     return comm * fn * (1.0 - 1.0 / fc);
   return comm + compute * fc * (1.0 - 1.0 / fn) - compute;  // the compute ends first
 }

@@ -47,11 +47,23 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std
 // Parameters whose optimizer step one GPU runs: all it holds, or 1/dp of them under ZeRO >= 1.
 double updated_params(double params, int zero, std::int64_t dp);
 
-// Compute and a collective started together on two streams, each running at 1/factor of
-// its speed while both run (OverlapInterference): when the collective ends first, at
-// comm x f.comm, the compute has done comm x f.comm / f.compute of its work and finishes
-// the rest alone; symmetrically when the compute ends first. Returns the time beyond
-// `compute` (the overlap's exposed part). With factors of 1: max(0, comm - compute).
+// Overlap interference, the rule: NCCL runs as kernels, so on one GPU a collective and
+// the compute beside it slow each other (OverlapInterference, measured). While a
+// collective of the GPU is in flight its compute takes f.compute times as long as alone
+// (it progresses at 1/f.compute of its speed); while the GPU computes, its collective
+// takes f.comm times as long. The slowdowns for the state of the GPU; the estimator
+// integrates them in closed form (overlap_exposed), the replay over the actual overlap
+// intervals.
+struct OverlapSlowdown {
+  double compute = 1, comm = 1;
+};
+OverlapSlowdown overlap_slowdown(bool comm_in_flight, bool computing, const OverlapInterference& f);
+
+// Compute and a collective started together on two streams, each slowed by
+// overlap_slowdown while both run: when the collective ends first, at comm x f.comm, the compute has done
+// comm x f.comm / f.compute of its work and finishes the rest alone; symmetrically when
+// the compute ends first. Returns the time beyond `compute` (the overlap's exposed part).
+// With factors of 1: max(0, comm - compute).
 Seconds overlap_exposed(Seconds compute, Seconds comm, const OverlapInterference& f);
 
 // ZeRO-3 prefetch: a block's parameter gather runs behind the previous block's compute,

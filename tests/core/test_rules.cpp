@@ -59,6 +59,27 @@ TEST_CASE("gradient sync: all-reduce, reduce-scatter + all-gather, or per-pass g
   CHECK(updated_params(P, 0, 4) == Approx(P));
 }
 
+TEST_CASE("overlap interference: compute and a collective slow each other only while both run", "[rules]") {
+  const OverlapInterference f{1.4, 1.5, "test factors"};
+  CHECK(overlap_slowdown(false, false, f).compute == 1.0);
+  CHECK(overlap_slowdown(false, false, f).comm == 1.0);
+  CHECK(overlap_slowdown(true, false, f).compute == 1.4);  // compute beside a collective in flight
+  CHECK(overlap_slowdown(true, false, f).comm == 1.0);     // a collective with no compute beside it
+  CHECK(overlap_slowdown(false, true, f).comm == 1.5);
+  CHECK(overlap_slowdown(true, true, f).compute == 1.4);
+  // Collective 1 s beside 3 s of compute: it ends at 1.5 s, when the compute has done
+  // 1.5 / 1.4 s of its work; the rest runs alone: 3.4286 s, 0.4286 s beyond the compute.
+  show("1 s collective beside 3 s compute, 1.4 / 1.5: 1.5 (1 - 1/1.4) s", 1.5 * (1 - 1 / 1.4), overlap_exposed(3, 1, f));
+  CHECK(overlap_exposed(3, 1, f) == Approx(1.5 * (1 - 1 / 1.4)));
+  // Beside 0.5 s of compute: the compute ends at 0.7 s, the collective has done 0.7 / 1.5
+  // of its 1 s and finishes alone at 0.7 + 1 - 0.7 / 1.5.
+  show("1 s collective beside 0.5 s compute: 0.7 + 1 - 0.7/1.5 - 0.5 s", 0.7 + 1 - 0.7 / 1.5 - 0.5, overlap_exposed(0.5, 1, f));
+  CHECK(overlap_exposed(0.5, 1, f) == Approx(0.7 + 1 - 0.7 / 1.5 - 0.5));
+  // Factors of 1: free overlap.
+  CHECK(overlap_exposed(3, 1, OverlapInterference{}) == 0.0);
+  CHECK(overlap_exposed(0.5, 1, OverlapInterference{}) == Approx(0.5));
+}
+
 TEST_CASE("ZeRO-3 prefetch exposes only what exceeds the neighbouring compute", "[rules]") {
   show("gather 3 ms, forward 2 ms, backward 4 ms: 1 ms", 1e-3, zero3_gather_exposed(3e-3, 2e-3, 4e-3));
   CHECK(zero3_gather_exposed(3e-3, 2e-3, 4e-3) == Approx(1e-3));
