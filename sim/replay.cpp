@@ -4,11 +4,24 @@
 // spans several actors (data-parallel gradient reduction, expert all-to-all, tied
 // embeddings) meets at a barrier; the first member then runs the flows of every rank
 // while the others wait at a second barrier.
+//
+// Overlap interference (rules.hpp overlap_slowdown) where compute and communication share a
+// GPU: only the communication-stream actor's data-parallel collectives (gradient
+// buckets, ZeRO-3 gathers) run beside compute; everything else blocks the compute actor.
+// A compute segment started while such a collective is queued or in flight waits on a
+// condition variable instead of sleeping, woken when the collective starts or ends, and
+// progresses at the rate of each interval. A collective's flows run at the network's
+// speed; the part of their flight during which a member GPU computed is then owed at
+// the compute-beside rate and paid after the flows (again slowed while compute runs), so
+// a lone collective overlapping one compute segment ends exactly where overlap_exposed
+// says. Without measured factors, or without a communication stream, compute sleeps as
+// before and nothing is tracked.
 #include "sim/replay.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -42,7 +55,31 @@ struct Replay::Impl {
     bool no_more_jobs = false, comm_done = false;
     double host_clock = 0;  // when the host has launched everything issued so far
     std::int64_t gathers_posted = 0, gathers_done = 0;
+    // Overlap interference: data-parallel collectives of its GPUs in flight (flows started,
+    // interference not yet paid), whether the communication stream holds a job, and the
+    // compute actor's wake-up when the first changes.
+    int dp_in_flight = 0;
+    bool comm_busy = false;
+    sg4::ConditionVariablePtr rate_cv = sg4::ConditionVariable::create();
     GroupStats st;
+  };
+
+  // The compute of a stage's groups, which are the members of its data-parallel
+  // collectives: how many compute now and for how long at least one did, so a collective
+  // knows how much of its flight ran beside compute; collectives paying their
+  // interference wait on `cv`, notified when that changes.
+  struct StageCompute {
+    int computing = 0, paying = 0;
+    double busy = 0, since = 0;  // time with at least one group computing, up to `since`
+    sg4::MutexPtr mu = sg4::Mutex::create();
+    sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
+    double busy_at(double t) const { return busy + (computing > 0 ? t - since : 0.0); }
+    void change(int delta, double t) {
+      busy = busy_at(t);
+      since = t;
+      computing += delta;
+      if (paying > 0) cv->notify_all();
+    }
   };
 
   const ReplayPlan& plan;
@@ -50,6 +87,8 @@ struct Replay::Impl {
   Trace* trace;
   std::vector<Group> groups;
   std::vector<sg4::BarrierPtr> dp_barrier, ep_barrier, tied_barrier;
+  bool interfere = false;  // measured factors and a communication stream
+  std::vector<StageCompute> stage_compute;
 
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
@@ -62,11 +101,69 @@ struct Replay::Impl {
     for (i64 r : g.ranks) trace->slice(r, stream, name, t0, t1);
   }
 
+  // Marks a data-parallel collective of g's GPUs in flight (+1) or done (-1); a compute
+  // segment of g running beside it changes rate.
+  void set_in_flight(Group& g, int delta) {
+    g.dp_in_flight += delta;
+    g.rate_cv->notify_all();
+  }
+
+  // `work` seconds of compute (its time alone) on g's GPUs; returns how long it took,
+  // slowed by overlap_slowdown while a data-parallel collective of g is in flight.
+  Seconds compute(Group& g, Seconds work) {
+    const double t0 = now();
+    if (!interfere) {
+      sg4::this_actor::sleep_for(work);
+      return work;
+    }
+    StageCompute& sc = stage_compute[static_cast<std::size_t>(g.stage)];
+    sc.change(+1, t0);
+    Seconds took = work;
+    if (g.dp_in_flight == 0 && !g.comm_busy && g.jobs.empty()) {
+      // Only this actor posts jobs: no collective can start beside this segment.
+      sg4::this_actor::sleep_for(work);
+    } else {
+      std::unique_lock lock(*g.mu);
+      Seconds left = work;
+      while (left > 0) {
+        const double slow = overlap_slowdown(g.dp_in_flight > 0, true, plan.interference).compute;
+        const double t = now();
+        if (g.rate_cv->wait_for(lock, left * slow) == std::cv_status::timeout) break;
+        left -= (now() - t) / slow;
+      }
+      took = now() - t0;
+    }
+    sc.change(-1, now());
+    return took;
+  }
+
+  // After a data-parallel collective's flows (started at t0, when the stage had computed
+  // `busy0`): what its flight beside compute should have lost, paid at the rate of the
+  // moment.
+  void pay_interference(Group& g, double busy0) {
+    StageCompute& sc = stage_compute[static_cast<std::size_t>(g.stage)];
+    Seconds owed = (sc.busy_at(now()) - busy0) * (1.0 - 1.0 / overlap_slowdown(true, true, plan.interference).comm);
+    if (owed <= 0) return;
+    std::unique_lock lock(*sc.mu);
+    ++sc.paying;
+    while (owed > 0) {
+      const double slow = overlap_slowdown(true, sc.computing > 0, plan.interference).comm;
+      const double t = now();
+      if (sc.cv->wait_for(lock, owed * slow) == std::cv_status::timeout) break;
+      owed -= (now() - t) / slow;
+    }
+    --sc.paying;
+  }
+
   // A collective over the same tensor-parallel rank of several replicas of stage s.
+  // `data_parallel`: over all of them (the stage's data-parallel group), which may run
+  // beside compute on the communication stream.
   void across_replicas(Group& g, const sg4::BarrierPtr& barrier, i64 first, i64 count, Collective kind, Bytes bytes,
-                       const std::string& label, Seconds& account, Stream stream) {
+                       const std::string& label, Seconds& account, Stream stream, bool data_parallel = true) {
     barrier->wait();
     const double t0 = now();
+    const bool track = interfere && data_parallel;
+    if (track) set_in_flight(g, +1);
     if (g.replica == first) {
       CollectiveCall call{kind, bytes, {}, label};
       for (i64 t = 0; t < plan.tp; ++t) {
@@ -74,9 +171,12 @@ struct Replay::Impl {
         for (i64 d = first; d < first + count; ++d) members.push_back(rank(g.stage, d, t));
         call.groups.push_back(std::move(members));
       }
+      const double busy0 = track ? stage_compute[static_cast<std::size_t>(g.stage)].busy_at(t0) : 0.0;
       run_collective(net, plan.collectives, call);
+      if (track) pay_interference(g, busy0);
     }
     barrier->wait();
+    if (track) set_in_flight(g, -1);
     account += now() - t0;
     ++g.st.collectives;
     slice(g, stream, label, t0, now());
@@ -99,16 +199,20 @@ struct Replay::Impl {
     wait_for_host(g, host_start);
     if (seg.compute > 0) {
       const double t0 = now();
-      sg4::this_actor::sleep_for(seg.compute);
+      const Seconds took = compute(g, seg.compute);
       ++g.st.compute_activities;
       (seg.work == Work::forward ? g.st.forward : seg.work == Work::backward ? g.st.backward : g.st.recompute) +=
           seg.compute;
+      // What the interference added is the overlap's exposed part, data-parallel
+      // communication as in the estimator's breakdown.
+      g.st.dp_comm += took - seg.compute;
       if (trace) {
         double t = t0;
+        const double stretch = took / seg.compute;
         const char* tag = seg.work == Work::forward ? "F" : seg.work == Work::backward ? "B" : "R";
         for (const auto& op : seg.ops) {
-          slice(g, Stream::compute, fmt::format("{} {} mb{}", tag, op.name, mb), t, t + op.duration);
-          t += op.duration;
+          slice(g, Stream::compute, fmt::format("{} {} mb{}", tag, op.name, mb), t, t + op.duration * stretch);
+          t += op.duration * stretch;
         }
       }
     }
@@ -124,7 +228,7 @@ struct Replay::Impl {
     } else {
       const i64 first = g.replica / plan.ep * plan.ep;
       across_replicas(g, ep_barrier[static_cast<std::size_t>(g.stage * (plan.dp / plan.ep) + g.replica / plan.ep)],
-                      first, plan.ep, seg.comm.kind, seg.comm.bytes, label, g.st.ep_comm, Stream::ep_comm);
+                      first, plan.ep, seg.comm.kind, seg.comm.bytes, label, g.st.ep_comm, Stream::ep_comm, false);
     }
   }
 
@@ -221,6 +325,7 @@ struct Replay::Impl {
         if (g.jobs.empty()) break;
         job = g.jobs.front();
         g.jobs.pop_front();
+        g.comm_busy = true;
       }
       if (job.gather) {
         across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather, job.bytes,
@@ -231,6 +336,7 @@ struct Replay::Impl {
       } else {
         reduce_gradients(g, job.params, busy);
       }
+      g.comm_busy = false;
     }
     std::unique_lock lock(*g.mu);
     g.comm_done = true;
@@ -333,6 +439,9 @@ void Replay::start() {
       for (i64 t = 0; t < plan.tp; ++t) g.ranks.push_back(I.rank(s, d, t));
     }
   const bool comm_stream = plan.dp > 1 && (plan.overlap_grad_reduce || gradient_sync(1, plan.precision, plan.zero, plan.dp).gather_per_pass > 0);
+  const OverlapSlowdown both = overlap_slowdown(true, true, plan.interference);
+  I.interfere = comm_stream && (both.compute != 1 || both.comm != 1);
+  I.stage_compute = std::vector<Impl::StageCompute>(static_cast<std::size_t>(plan.pp));
   for (i64 s = 0; s < plan.pp; ++s) {
     I.dp_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.dp)));
     for (i64 e = 0; e < plan.dp / plan.ep; ++e) I.ep_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.ep)));

@@ -107,6 +107,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   const Seconds per_kernel = host_per_kernel(s.training.framework, est.cluster().gpu.host);
   const Seconds hooks = host_hooks_per_layer(s.training.framework, est.cluster().gpu.host, plan.dp);
   r.collectives = s.simulation.collectives;
+  r.interference = est.cluster().gpu.interference;
 
   const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training.precision));
   const KernelModel km(est.cluster().gpu);

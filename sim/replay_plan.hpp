@@ -59,6 +59,9 @@ struct ReplayPlan {
   FrameworkSpec framework;       // gradient buckets
   Bytes tied_sync_bytes = 0;     // per GPU: the tied embedding's gradient all-reduce (first and last stage)
   std::string collectives = "auto";
+  // How a data-parallel collective and the compute beside it slow each other on a GPU
+  // (rules.hpp overlap_slowdown); factors of 1 (the default): overlap is free.
+  OverlapInterference interference;
   std::vector<StageProgram> stages;
 };
 

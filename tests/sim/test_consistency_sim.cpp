@@ -24,13 +24,15 @@ namespace {
 // grid (contention-free: a data-parallel ring per NIC, tensor parallelism inside a
 // node). Otherwise up to 8.1% here: the pipeline sends above, ZeRO-3's gathers and the
 // experts' all-to-all replayed as flows that overlap and share links.
-// ZeRO-3 on a GPU with measured overlap interference (H100): the estimator slows the
-// gathers and the compute they overlap (rules.hpp overlap_exposed, 1.4x and 1.5x); the
-// replay's compute is a fixed delay beside the gather flows, so it is up to ~20% faster
-// on this grid until it runs compute as a variable-rate activity.
+// ZeRO-3 on a GPU with measured overlap interference (H100): both slow the gathers and
+// the compute they overlap (rules.hpp overlap_slowdown, 1.4x and 1.5x), the estimator
+// per block behind the previous block's compute, the replay over the actual overlap of
+// a queue of gathers that also runs ahead during tensor-parallel collectives and waits:
+// up to 10.4% faster simulated on this grid (dp 8 x tp 8, gathers across nodes; 18.7%
+// before the replay slowed either side).
 constexpr double kPlainTolerance = 0.005;
 constexpr double kTolerance = 0.10;
-constexpr double kInterferenceTolerance = 0.22;
+constexpr double kInterferenceTolerance = 0.12;
 double sim_tolerance(const Scenario& s) {
   const bool plain = s.plan.pp == 1 && s.plan.zero < 3 && !s.model.has_experts();
   if (s.plan.zero == 3 && s.plan.dp > 1 && make_estimator(s).cluster().gpu.interference.present())

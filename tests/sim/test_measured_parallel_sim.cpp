@@ -1,7 +1,8 @@
 // The simulator against the measured multi-GPU runs (the same files and scenarios as
 // tests/core/test_measured_parallel.cpp), beside the estimator: the replay shares the
 // estimator's rules, and its timeline (host clock per rank, collectives as flows) must
-// stay as close to the measurements. Checks hold today's figures (goal: median 5%).
+// stay as close to the measurements. Checks hold today's figures (goal: median 5%;
+// 8.6% before the replay slowed overlapped compute and collectives, 5.5% after).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -31,19 +32,20 @@ TEST_CASE("measured multi-GPU steps: simulated beside estimated", "[accuracy][me
                   p.memory_per_gpu / (1 << 30), 100 * me);
       err.push_back(std::fabs(te));
       mem_err.push_back(std::fabs(me));
-      // Same rules: the replay's time stays near the closed form's on these small plans,
-      // except where data-parallel traffic overlaps compute: the estimator slows both by
-      // the measured interference (rules.hpp overlap_exposed), the replay does not yet
-      // (its compute is a fixed delay; slowing it while a flow runs needs a variable-rate
-      // activity), so it is faster there by up to the interference (13% on FSDP today).
-      const bool overlapped_dp = s.plan.dp > 1;
-      CHECK(std::fabs(p.iteration_time - e.iteration_time) <= (overlapped_dp ? 0.15 : 0.05) * e.iteration_time);
+      // Same rules: the replay's time stays near the closed form's on these small plans.
+      // Where data-parallel traffic overlaps compute both slow the two sides by the
+      // measured interference (rules.hpp overlap_slowdown), the replay over the actual
+      // overlap intervals: where a backward waits for its host, the slower kernels fill
+      // the host's gaps instead of adding to them as in the estimator's sum (ddp2 gpt-350m
+      // mb4: 2.6% faster simulated), and a last bucket finishing beside the optimizer's
+      // neighbours differs by up to 2%.
+      CHECK(std::fabs(p.iteration_time - e.iteration_time) <= 0.05 * e.iteration_time);
     }
   }
   REQUIRE(err.size() >= 20);
   const double m = test::median(err), mm = test::median(mem_err);
   std::printf("simulated: median |step-time error| %.1f%%, median |memory error| %.1f%% over %zu runs (goal 5%%, 5%%)\n",
               100 * m, 100 * mm, err.size());
-  CHECK(m <= 0.13);
+  CHECK(m <= 0.06);
   CHECK(mm <= 0.06);
 }

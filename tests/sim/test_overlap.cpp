@@ -38,3 +38,61 @@ TEST_CASE("bucketed gradient all-reduce overlaps backward", "[sim][overlap]") {
   CHECK(times["off"]["iteration"].get<double>() - times["on"]["iteration"].get<double>() ==
         Approx(off - on).epsilon(1e-6));
 }
+
+namespace {
+
+ClusterModel two_gpus() {
+  ClusterSpec spec;
+  spec.gpu = "a100-sxm4-80gb";
+  spec.gpus_per_node = 2;
+  Diagnostics diag("<test>");
+  ClusterModel c = resolve_cluster(spec, diag);
+  REQUIRE(diag.ok());
+  return c;
+}
+
+// Two data-parallel replicas, one micro-batch: forward f, then a backward segment that
+// completes one gradient bucket (its all-reduce starts on the communication stream), then
+// `beside` seconds of backward compute that the all-reduce overlaps.
+sim::ReplayPlan bucket_beside_compute(double f, double b, double beside, const OverlapInterference& factors) {
+  sim::ReplayPlan plan;
+  plan.dp = 2;
+  plan.overlap_grad_reduce = true;
+  plan.interference = factors;
+  const double bucket = gradient_bucket_elements(plan.framework, plan.precision);
+  sim::StageProgram st;
+  sim::ChunkProgram chunk;
+  chunk.forward.push_back({sim::Work::forward, f, {}, 0, 0, {{"layer", f}}});
+  chunk.backward.push_back({sim::Work::backward, b, {}, bucket, 0, {{"layer", b}}});
+  chunk.backward.push_back({sim::Work::backward, beside, {}, 0, 0, {{"embedding", beside}}});
+  st.chunks.push_back(chunk);
+  st.params = bucket;
+  plan.stages.push_back(st);
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("a collective beside one compute segment: the closed form with the interference factors",
+          "[sim][overlap][interference]") {
+  const ClusterModel c = two_gpus();
+  const sim::ReplayPlan probe = bucket_beside_compute(0, 0, 0, {});
+  const Bytes bytes = gradient_sync(probe.stages[0].params, probe.precision, 0, 2).reduce_bytes;
+  const double T = sim::time_collectives(c, {{probe.collectives, Collective::all_reduce, bytes, {{0, 1}}}}).at(0);
+  const OverlapInterference measured{1.4, 1.5, "test factors"};
+  const double f = 2e-3, b = 1e-3;
+  // The collective ends first (3T of compute), the compute ends first (T/2), nothing
+  // overlaps it (0), and free overlap (factors 1).
+  for (double share : {3.0, 0.5, 0.0})
+    for (const OverlapInterference& factors : {measured, OverlapInterference{}}) {
+      const double beside = share * T;
+      const auto r = sim::simulate_plan(bucket_beside_compute(f, b, beside, factors), c);
+      const double simulated = r["iteration_time_s"].get<double>();
+      const double expected = f + b + beside + overlap_exposed(beside, T, factors);
+      std::printf("all-reduce %.6f s beside %.6f s of compute, factors %.1f/%.1f: expected %.6f s, simulated %.6f s\n",
+                  T, beside, factors.compute, factors.comm, expected, simulated);
+      CHECK(simulated == Approx(expected).epsilon(1e-6));
+      // Same inputs, same result.
+      CHECK(sim::simulate_plan(bucket_beside_compute(f, b, beside, factors), c)["groups"] == r["groups"]);
+    }
+}
