@@ -103,6 +103,7 @@ int simulate_command(const SimulateOptions& o) {
                            "optimizer_s {:.4f}  pp_comm_exposed_s {:.4f}  tp_comm_exposed_s {:.4f}  \n",
                            b.bubble, b.compute_backward, b.compute_forward, b.compute_recompute, b.dp_comm_exposed,
                            b.ep_comm_exposed, b.optimizer, b.pp_comm_exposed, b.tp_comm_exposed);
+  if (b.cp_comm_exposed > 0) std::cout << fmt::format("                cp_comm_exposed_s {:.4f}\n", b.cp_comm_exposed);
   std::cout << fmt::format("bubble          {:.1f}% of the schedule\n", 100 * d(st, "bubble_fraction"));
   std::cout << "busiest links\n";
   for (const auto& l : st["busiest_links"])

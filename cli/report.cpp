@@ -37,8 +37,9 @@ std::string format_report(const Scenario& s, const Estimator& est, const Predict
     for (const StagePrediction& st : e.stages) split += fmt::format("{}{}", split.empty() ? "" : "-", st.layers);
     sched += fmt::format(", layers per stage {}", split);
   }
-  line("plan       dp {} x tp {} x pp {}{}{}{}, zero {}, micro-batch {} x {}, {} precision, recompute {}", p.dp, p.tp,
-       p.pp, p.ep > 1 ? fmt::format(" (ep {})", p.ep) : "", sched, p.sequence_parallel ? ", sequence parallel" : "",
+  line("plan       dp {} x tp {} x pp {}{}{}{}{}, zero {}, micro-batch {} x {}, {} precision, recompute {}", p.dp, p.tp,
+       p.pp, p.cp > 1 ? fmt::format(" x cp {} ({})", p.cp, to_string(p.cp_algorithm)) : "",
+       p.ep > 1 ? fmt::format(" (ep {})", p.ep) : "", sched, p.sequence_parallel ? ", sequence parallel" : "",
        p.zero, s.training.micro_batch, e.micro_batches, to_string(s.training.precision),
        to_string(s.training.recompute));
   line("");
@@ -65,6 +66,7 @@ std::string format_report(const Scenario& s, const Estimator& est, const Predict
   row("compute recompute", b.compute_recompute);
   row("tensor-parallel comm (exposed)", b.tp_comm_exposed);
   if (b.ep_comm_exposed > 0) row("expert all-to-all (exposed)", b.ep_comm_exposed);
+  if (b.cp_comm_exposed > 0) row("context-parallel (exposed)", b.cp_comm_exposed);
   row("pipeline sends (exposed)", b.pp_comm_exposed);
   row("pipeline bubble", b.bubble);
   row("data-parallel comm (exposed)", b.dp_comm_exposed);

@@ -155,6 +155,7 @@ void attention_core(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, con
     fa.k = (t.dqk + t.dv) / 2;
     fa.causal = true;
     fa.fwd_bytes = t.q + t.k + t.v + t.o;
+    fa.kv_bytes = t.k + t.v;
     fa.bwd_bytes = 2 * (t.q + t.k + t.v + t.o);
     // Q, K, V, the output and the fp32 log-sum-exp per row.
     fa.saved_bytes = t.q + t.k + t.v + t.o + double(d.B) * d.A * d.S * 4;

@@ -68,6 +68,9 @@ struct Op {
   double params = 0;       // parameters owned by this op
   double saved_bytes = 0;  // activations kept for backward (before any sharding)
   double comm_bytes = 0;   // tp_enter / tp_exit / all_to_all: tensor size in bytes
+  // attention: bytes of its keys and values together (what context parallelism's ring
+  // passes from GPU to GPU); the queries and the output make up the rest of fwd_bytes.
+  double kv_bytes = 0;
 
   double fwd_flops() const;  // FLOPs of the forward pass (0 for memory-bound ops)
   double bwd_flops() const;  // FLOPs of the backward pass

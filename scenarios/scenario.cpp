@@ -53,6 +53,10 @@ constexpr NameTable<Framework, 5> framework_names{{{Framework::megatron, "megatr
                                                    {Framework::pytorch_tp, "pytorch-tp"}}};
 constexpr NameTable<ElementType, 3> element_type_names{
     {{ElementType::fp32, "fp32"}, {ElementType::bf16, "bf16"}, {ElementType::fp16, "fp16"}}};
+constexpr NameTable<CpAlgorithm, 2> cp_algorithm_names{
+    {{CpAlgorithm::ring, "ring"}, {CpAlgorithm::all_to_all, "all-to-all"}}};
+constexpr NameTable<FsdpSharding, 3> fsdp_sharding_names{
+    {{FsdpSharding::full, "full"}, {FsdpSharding::grad_op, "grad-op"}, {FsdpSharding::hybrid, "hybrid"}}};
 
 
 template <typename T>
@@ -189,7 +193,8 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   const auto* obj = r.object("framework", false);
   if (!obj) return;
   ObjectReader fr(*obj, "/training/framework", diag,
-                  {"name", "bucket_cap", "gradient_as_bucket_view", "version", "param_dtype", "reduce_dtype"});
+                  {"name", "bucket_cap", "gradient_as_bucket_view", "version", "param_dtype", "reduce_dtype", "sharding",
+                   "shard_size"});
   if (!fr.valid()) return;
   f.name = read_enum(fr, "name", framework_names, true).value_or(f.name);
   const auto only = [&](const char* key, Framework owner) {
@@ -202,6 +207,8 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   only("version", Framework::pytorch_fsdp);
   only("param_dtype", Framework::pytorch_fsdp);
   only("reduce_dtype", Framework::pytorch_fsdp);
+  only("sharding", Framework::pytorch_fsdp);
+  only("shard_size", Framework::pytorch_fsdp);
   if (auto b = fr.quantity("bucket_cap", Dimension::bytes, false)) {
     if (*b < 1024 || *b > 1e12) diag.error(fr.path("bucket_cap"), fmt::format("expected 1KiB to 1TB, got {} bytes", *b));
     else f.bucket_cap_bytes = *b;
@@ -210,6 +217,10 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   f.fsdp_version = int(fr.integer("version", 1, 2, false).value_or(1));
   f.param_dtype = read_enum(fr, "param_dtype", element_type_names, false);
   f.reduce_dtype = read_enum(fr, "reduce_dtype", element_type_names, false);
+  f.sharding = read_enum(fr, "sharding", fsdp_sharding_names, false);
+  f.shard_size = fr.integer("shard_size", 1, 1 << 24, false).value_or(0);
+  if (fr.has("shard_size") && f.name == Framework::pytorch_fsdp && f.sharding != FsdpSharding::hybrid)
+    diag.error(fr.path("shard_size"), "only \"sharding\": \"hybrid\" has shard groups; remove shard_size or set sharding to hybrid");
 }
 
 void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag) {
@@ -270,12 +281,14 @@ void parse_plan(const nlohmann::json& j, PlanSpec& p, Diagnostics& diag) {
   }
   ObjectReader r(j, "/plan", diag,
                  {"dp", "tp", "pp", "ep", "schedule", "virtual_stages", "microbatch_group_size", "layers_per_stage",
-                  "zero", "sequence_parallel", "overlap_grad_reduce"});
+                  "zero", "sequence_parallel", "overlap_grad_reduce", "cp", "cp_algorithm"});
   if (!r.valid()) return;
   assign(p.dp, r.integer("dp", 1, 1 << 24));
   assign(p.tp, r.integer("tp", 1, 1 << 16));
   assign(p.pp, r.integer("pp", 1, 1 << 16));
   p.ep = r.integer("ep", 1, 1 << 20, false).value_or(1);
+  p.cp = r.integer("cp", 1, 1 << 16, false).value_or(1);
+  p.cp_algorithm = read_enum(r, "cp_algorithm", cp_algorithm_names, false).value_or(CpAlgorithm::ring);
   p.schedule = read_enum(r, "schedule", schedule_names, false).value_or(Schedule::one_f_one_b);
   p.virtual_stages = r.integer("virtual_stages", 1, 1024, false).value_or(p.schedule == Schedule::interleaved ? 2 : 1);
   p.microbatch_group_size = r.integer("microbatch_group_size", 1, 1 << 24, false).value_or(0);
@@ -317,6 +330,64 @@ void parse_simulation(const nlohmann::json& j, SimulationSpec& s, Diagnostics& d
 void parse_model_section(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) { parse_model(j, m, diag); }
 void parse_cluster_section(const nlohmann::json& j, ClusterSpec& c, Diagnostics& diag) { parse_cluster(j, c, diag); }
 
+namespace {
+// training.framework.sharding against plan.zero (the older way to say the same), and the
+// hybrid shard group against the data-parallel GPUs.
+void check_fsdp_sharding(const Scenario& s, Diagnostics& diag) {
+  const FrameworkSpec& f = s.training.framework;
+  const PlanSpec& p = s.plan;
+  if (!f.sharding) return;
+  const int zero = *f.sharding == FsdpSharding::grad_op ? 2 : 3;
+  if (p.zero != zero)
+    diag.error("/plan/zero", fmt::format("training.framework.sharding \"{}\" is ZeRO-{} ({}); plan.zero says {}: make "
+                                         "them agree (or leave sharding out and let plan.zero decide)",
+                                         enum_name(fsdp_sharding_names, *f.sharding), zero,
+                                         zero == 2 ? "SHARD_GRAD_OP" : *f.sharding == FsdpSharding::hybrid
+                                                                           ? "HYBRID_SHARD: FULL_SHARD inside a shard group"
+                                                                           : "FULL_SHARD",
+                                         p.zero));
+  if (*f.sharding != FsdpSharding::hybrid || f.shard_size == 0) return;
+  const std::int64_t ranks = p.dp * p.cp;  // the data-parallel group gradients are reduced over
+  if (f.shard_size > ranks || ranks % f.shard_size != 0)
+    diag.error("/training/framework/shard_size",
+               fmt::format("shard_size ({}) must divide the data-parallel GPUs dp*cp = {}*{} = {}", f.shard_size, p.dp,
+                           p.cp, ranks));
+}
+
+// Context parallelism: the sequence must split into cp (ring: 2cp, the causal
+// load-balancing chunks) equal parts; Ulysses splits the heads over cp.
+void check_context_parallel(const Scenario& s, Diagnostics& diag) {
+  const ModelSpec& m = s.model;
+  const PlanSpec& p = s.plan;
+  if (p.cp == 1) return;
+  if (m.family == ModelFamily::wresnet) {
+    diag.error("/plan/cp", fmt::format("context parallelism splits a sequence over attention; a wresnet has none (cp {})", p.cp));
+    return;
+  }
+  if (m.attention != AttentionImpl::flash)
+    diag.error("/plan/cp", fmt::format("context parallelism (cp {}) runs on fused (flash) attention, as TransformerEngine "
+                                       "and DeepSpeed-Ulysses do; set model.attention to \"flash\"", p.cp));
+  if (p.cp_algorithm == CpAlgorithm::ring) {
+    if (m.seq_len % (2 * p.cp) != 0)
+      diag.error("/plan/cp", fmt::format("ring attention's causal load balancing cuts the sequence into 2*cp = {} chunks: "
+                                         "seq_len ({}) must be divisible by {}",
+                                         2 * p.cp, m.seq_len, 2 * p.cp));
+  } else {
+    if (m.seq_len % p.cp != 0)
+      diag.error("/plan/cp", fmt::format("seq_len ({}) must be divisible by cp ({})", m.seq_len, p.cp));
+    if (m.heads % (p.tp * p.cp) != 0)
+      diag.error("/plan/cp", fmt::format("all-to-all context parallelism splits the heads of a tensor-parallel rank over "
+                                         "cp: heads ({}) must be divisible by tp*cp = {}*{} = {}",
+                                         m.heads, p.tp, p.cp, p.tp * p.cp));
+    const std::int64_t kv_per_tp = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
+    if (kv_per_tp % p.cp != 0)
+      diag.error("/plan/cp", fmt::format("all-to-all context parallelism splits the key/value heads over cp: kv_heads per "
+                                         "tensor-parallel rank ({}) must be divisible by cp ({})",
+                                         kv_per_tp, p.cp));
+  }
+}
+}  // namespace
+
 std::int64_t pipeline_blocks(const ModelSpec& m) {
   return m.family == ModelFamily::wresnet ? (m.depth - 2) / 3 : m.layers;
 }
@@ -327,10 +398,16 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
   const auto& t = s.training;
   const auto& c = s.cluster;
   const auto& p = s.plan;
-  const std::int64_t product = p.dp * p.tp * p.pp;
-  if (product != c.total_gpus() && !p.searched())
-    diag.error("/plan", fmt::format("dp*tp*pp = {}*{}*{} = {} must equal the cluster's GPUs nodes*gpus_per_node = {}*{} = {}",
-                                    p.dp, p.tp, p.pp, product, c.nodes, c.gpus_per_node, c.total_gpus()));
+  const std::int64_t product = p.dp * p.tp * p.pp * p.cp;
+  if (product != c.total_gpus() && !p.searched()) {
+    if (p.cp == 1)
+      diag.error("/plan", fmt::format("dp*tp*pp = {}*{}*{} = {} must equal the cluster's GPUs nodes*gpus_per_node = {}*{} = {}",
+                                      p.dp, p.tp, p.pp, product, c.nodes, c.gpus_per_node, c.total_gpus()));
+    else
+      diag.error("/plan", fmt::format("dp*tp*pp*cp = {}*{}*{}*{} = {} must equal the cluster's GPUs nodes*gpus_per_node = "
+                                      "{}*{} = {}",
+                                      p.dp, p.tp, p.pp, p.cp, product, c.nodes, c.gpus_per_node, c.total_gpus()));
+  }
   if (t.global_batch && t.micro_batch && t.global_batch % (p.dp * t.micro_batch) != 0)
     diag.error("/training/global_batch",
                fmt::format("global_batch ({}) must be divisible by dp*micro_batch = {}*{} = {}", t.global_batch, p.dp,
@@ -346,6 +423,8 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     if (f.name == Framework::pytorch_fsdp && p.zero != 2 && p.zero != 3)
       diag.error("/plan/zero", fmt::format("pytorch-fsdp shards over dp: zero 3 is FULL_SHARD, 2 SHARD_GRAD_OP; got {}",
                                            p.zero));
+    else if (f.name == Framework::pytorch_fsdp)
+      check_fsdp_sharding(s, diag);
     if (f.name != Framework::megatron && mixed_precision(t.precision))
       diag.error("/training/precision",
                  fmt::format("{} is Megatron's mixed precision; PyTorch frameworks train with amp-bf16, amp-fp16 or fp32",
@@ -443,6 +522,7 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
   if (p.schedule == Schedule::zb_h1 && p.zero >= 3)
     diag.error("/plan/schedule", "zb-h1 with ZeRO-3 is not modelled (the per-pass weight gathers around a split "
                                  "backward); use zero 0-2 or the 1f1b schedule");
+  if (!p.searched()) check_context_parallel(s, diag);
   if (m.has_experts()) {
     if (m.family == ModelFamily::llama_moe && m.expert_ffn_hidden % p.tp != 0)
       diag.error("/plan/tp", fmt::format("expert_ffn_hidden ({}) must be divisible by tp ({})", m.expert_ffn_hidden, p.tp));
@@ -472,6 +552,8 @@ std::string_view to_string(Topology e) { return enum_name(topology_names, e); }
 std::string_view to_string(Schedule e) { return enum_name(schedule_names, e); }
 std::string_view to_string(Framework e) { return enum_name(framework_names, e); }
 std::string_view to_string(ElementType e) { return enum_name(element_type_names, e); }
+std::string_view to_string(CpAlgorithm e) { return enum_name(cp_algorithm_names, e); }
+std::string_view to_string(FsdpSharding e) { return enum_name(fsdp_sharding_names, e); }
 
 Scenario parse_scenario(const nlohmann::json& doc, Diagnostics& diag) {
   Scenario s;
@@ -590,6 +672,8 @@ nlohmann::json to_json(const Scenario& s) {
       fw["version"] = f.fsdp_version;
       if (f.param_dtype) fw["param_dtype"] = to_string(*f.param_dtype);
       if (f.reduce_dtype) fw["reduce_dtype"] = to_string(*f.reduce_dtype);
+      if (f.sharding) fw["sharding"] = to_string(*f.sharding);
+      if (f.shard_size > 0) fw["shard_size"] = f.shard_size;
     }
     training["framework"] = std::move(fw);
   }
@@ -629,6 +713,11 @@ nlohmann::json to_json(const Scenario& s) {
     plan.emplace("sequence_parallel", p.sequence_parallel);
     plan.emplace("overlap_grad_reduce", p.overlap_grad_reduce);
     if (p.microbatch_group_size > 0) plan.emplace("microbatch_group_size", p.microbatch_group_size);
+    // Written only with context parallelism: the canonical form (and hash) of other scenarios is unchanged.
+    if (p.cp > 1) {
+      plan.emplace("cp", p.cp);
+      plan.emplace("cp_algorithm", to_string(p.cp_algorithm));
+    }
     // Written only when not even, so that the canonical form (and hash) of existing scenarios is unchanged.
     if (p.layers_per_stage.kind == StageSplit::lighten_ends) plan.emplace("layers_per_stage", "lighten-ends");
     if (p.layers_per_stage.kind == StageSplit::listed) plan.emplace("layers_per_stage", p.layers_per_stage.layers);

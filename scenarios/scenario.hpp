@@ -34,6 +34,13 @@ enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1 };
 // The training software: what it launches and how it syncs (see FrameworkSpec).
 enum class Framework { megatron, pytorch, pytorch_ddp, pytorch_fsdp, pytorch_tp };
 enum class ElementType { fp32, bf16, fp16 };
+// Context parallelism's attention (plan.cp_algorithm): ring (Megatron-Core's p2p ring in
+// TransformerEngine: K and V blocks travel round the cp GPUs, overlapped with attention)
+// or all_to_all (DeepSpeed-Ulysses: heads and sequence swap places around attention).
+enum class CpAlgorithm { ring, all_to_all };
+// How pytorch-fsdp shards (training.framework.sharding): FULL_SHARD, SHARD_GRAD_OP, or
+// HYBRID_SHARD (full sharding inside groups of shard_size GPUs, replicated across them).
+enum class FsdpSharding { full, grad_op, hybrid };
 
 std::string_view to_string(ModelFamily);
 std::string_view to_string(AttentionImpl);
@@ -45,6 +52,8 @@ std::string_view to_string(Topology);
 std::string_view to_string(Schedule);
 std::string_view to_string(Framework);
 std::string_view to_string(ElementType);
+std::string_view to_string(CpAlgorithm);
+std::string_view to_string(FsdpSharding);
 
 struct ModelSpec {
   ModelFamily family = ModelFamily::gpt;
@@ -99,6 +108,12 @@ struct FrameworkSpec {
   bool gradient_as_bucket_view = false;
   int fsdp_version = 1;
   std::optional<ElementType> param_dtype, reduce_dtype;
+  // pytorch-fsdp's sharding strategy ("sharding"; when not written, plan.zero decides:
+  // 3 full, 2 grad-op) and, for hybrid, the GPUs of a shard group ("shard_size"; 0: the
+  // data-parallel GPUs of one node, rules.hpp hybrid_shard_size).
+  std::optional<FsdpSharding> sharding;
+  std::int64_t shard_size = 0;
+  bool hybrid() const { return name == Framework::pytorch_fsdp && sharding == FsdpSharding::hybrid; }
 };
 
 struct TrainingSpec {
@@ -149,6 +164,10 @@ struct PipelineSplit {
 
 struct PlanSpec {
   std::int64_t dp = 1, tp = 1, pp = 1, ep = 1;
+  // Context parallelism: every sequence split over cp GPUs (cp = 1: off), by cp_algorithm.
+  // The plan uses dp x tp x pp x cp GPUs; gradients are reduced over dp x cp.
+  std::int64_t cp = 1;
+  CpAlgorithm cp_algorithm = CpAlgorithm::ring;
   Schedule schedule = Schedule::one_f_one_b;
   std::int64_t virtual_stages = 1;
   // Interleaved: micro-batches run each model chunk in groups of this many (Megatron-LM's

@@ -42,7 +42,7 @@ double now() { return sg4::Engine::get_clock(); }
 struct Replay::Impl {
   struct Group {
     i64 stage = 0, replica = 0;
-    std::vector<i64> ranks;                    // its tensor-parallel GPUs
+    std::vector<i64> ranks;                    // its GPUs: cp x tp (context-parallel rank major)
     std::set<std::tuple<int, i64, i64>> arrived;  // (backward?, chunk, micro-batch) received
     sg4::MutexPtr mu = sg4::Mutex::create();
     sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
@@ -92,8 +92,18 @@ struct Replay::Impl {
 
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
-  i64 rank(i64 s, i64 d, i64 t) const { return plan_rank(plan.dp, plan.tp, s, d, t); }
-  GradientSync sync(double params) const { return gradient_sync(params, plan.precision, plan.zero, plan.dp); }
+  i64 rank(i64 s, i64 d, i64 c, i64 t) const { return plan_rank(plan.dp, plan.tp, plan.cp, s, d, c, t); }
+  i64 gradient_ranks() const { return plan.dp * plan.cp; }
+  GradientSync sync(double params) const {
+    return gradient_sync(params, plan.precision, plan.zero, gradient_ranks(), plan.shard);
+  }
+  // The tensor-parallel groups of a (stage, replica): one per context-parallel rank.
+  std::vector<std::vector<i64>> tp_groups(const Group& g) const {
+    std::vector<std::vector<i64>> out;
+    for (i64 c = 0; c < plan.cp; ++c)
+      out.emplace_back(g.ranks.begin() + c * plan.tp, g.ranks.begin() + (c + 1) * plan.tp);
+    return out;
+  }
   Group& group(i64 s, i64 d) { return groups[static_cast<std::size_t>(s * plan.dp + d)]; }
 
   void slice(const Group& g, Stream stream, const std::string& name, double t0, double t1) {
@@ -156,23 +166,45 @@ struct Replay::Impl {
   }
 
   // A collective over the same tensor-parallel rank of several replicas of stage s.
-  // `data_parallel`: over all of them (the stage's data-parallel group), which may run
-  // beside compute on the communication stream.
+  // `gradient`: over the gradient group (the replicas' context-parallel GPUs too), in
+  // HSDP's shard groups, then, for `replica_bytes`, an all-reduce across them; it may run
+  // beside compute on the communication stream. Else one group per context-parallel rank
+  // (the expert all-to-all).
   void across_replicas(Group& g, const sg4::BarrierPtr& barrier, i64 first, i64 count, Collective kind, Bytes bytes,
-                       const std::string& label, Seconds& account, Stream stream, bool data_parallel = true) {
+                       const std::string& label, Seconds& account, Stream stream, bool gradient = false,
+                       Bytes replica_bytes = 0) {
     barrier->wait();
     const double t0 = now();
-    const bool track = interfere && data_parallel;
+    const bool track = interfere && gradient;
     if (track) set_in_flight(g, +1);
     if (g.replica == first) {
       CollectiveCall call{kind, bytes, {}, label};
+      CollectiveCall across{Collective::all_reduce, replica_bytes, {}, label + " across shard groups"};
       for (i64 t = 0; t < plan.tp; ++t) {
-        std::vector<i64> members;
-        for (i64 d = first; d < first + count; ++d) members.push_back(rank(g.stage, d, t));
-        call.groups.push_back(std::move(members));
+        if (gradient) {
+          std::vector<i64> members;  // dp x cp, in rank order
+          for (i64 d = first; d < first + count; ++d)
+            for (i64 c = 0; c < plan.cp; ++c) members.push_back(rank(g.stage, d, c, t));
+          const i64 n = static_cast<i64>(members.size());
+          const i64 shard = plan.shard > 0 && plan.shard < n ? plan.shard : n;
+          for (i64 k = 0; k < n; k += shard) call.groups.emplace_back(members.begin() + k, members.begin() + k + shard);
+          if (replica_bytes > 0)
+            for (i64 j = 0; j < shard; ++j) {
+              std::vector<i64> r;
+              for (i64 k = j; k < n; k += shard) r.push_back(members[static_cast<std::size_t>(k)]);
+              across.groups.push_back(std::move(r));
+            }
+        } else {
+          for (i64 c = 0; c < plan.cp; ++c) {
+            std::vector<i64> members;
+            for (i64 d = first; d < first + count; ++d) members.push_back(rank(g.stage, d, c, t));
+            call.groups.push_back(std::move(members));
+          }
+        }
       }
       const double busy0 = track ? stage_compute[static_cast<std::size_t>(g.stage)].busy_at(t0) : 0.0;
       run_collective(net, plan.collectives, call);
+      if (!across.groups.empty()) run_collective(net, plan.collectives, across);
       if (track) pay_interference(g, busy0);
     }
     barrier->wait();
@@ -190,7 +222,64 @@ struct Replay::Impl {
     slice(g, Stream::compute, "waiting for the host", t0, now());
   }
 
+  // Context parallelism's attention (Segment::context): the ring's sends, each beside
+  // 1/cp of the attention, every GPU of the cp group sending to the next at once; or the
+  // all-to-alls over the cp group, then the attention.
+  void run_context_segment(Group& g, const Segment& seg, i64 mb) {
+    const ContextExchange& x = seg.context;
+    const double t0 = now();
+    Seconds computed = 0;
+    if (x.algorithm == CpAlgorithm::ring) {
+      CollectiveCall call{Collective::send_recv, seg.context_bytes, {}, trace ? fmt::format("ring kv mb{}", mb) : std::string()};
+      for (i64 t = 0; t < plan.tp; ++t)
+        for (i64 c = 0; c < plan.cp; ++c)
+          call.groups.push_back({g.ranks[static_cast<std::size_t>(c * plan.tp + t)],
+                                 g.ranks[static_cast<std::size_t>((c + 1) % plan.cp * plan.tp + t)]});
+      const Seconds step = seg.compute / double(plan.cp);
+      for (i64 k = 0; k < x.steps; ++k) {
+        // The send on an actor of its own, beside this step's attention.
+        auto sender = sg4::Actor::create(fmt::format("cp-ring-s{}-r{}", g.stage, g.replica), sg4::this_actor::get_host(),
+                                         [this, &call] { run_collective(net, plan.collectives, call); });
+        sg4::this_actor::sleep_for(step);
+        sender->join();
+        computed += step;
+        ++g.st.collectives;
+      }
+      sg4::this_actor::sleep_for(seg.compute - computed);
+    } else {
+      CollectiveCall call{Collective::all_to_all, seg.context_bytes / double(std::max(1, x.calls)), {},
+                          trace ? fmt::format("ulysses all-to-all mb{}", mb) : std::string()};
+      for (i64 t = 0; t < plan.tp; ++t) {
+        std::vector<i64> members;
+        for (i64 c = 0; c < plan.cp; ++c) members.push_back(g.ranks[static_cast<std::size_t>(c * plan.tp + t)]);
+        call.groups.push_back(std::move(members));
+      }
+      for (int k = 0; k < x.calls; ++k) {
+        run_collective(net, plan.collectives, call);
+        ++g.st.collectives;
+      }
+      sg4::this_actor::sleep_for(seg.compute);
+    }
+    const Seconds exposed = std::max(0.0, now() - t0 - seg.compute);
+    g.st.cp_comm += exposed;
+    (seg.work == Work::forward ? g.st.forward : seg.work == Work::backward ? g.st.backward : g.st.recompute) += seg.compute;
+    ++g.st.compute_activities;
+    if (trace && now() > t0) {
+      const char* tag = seg.work == Work::forward ? "F" : seg.work == Work::backward ? "B" : "R";
+      slice(g, Stream::compute, fmt::format("{} {} mb{} (context-parallel)", tag, seg.ops.empty() ? "attention" : seg.ops.front().name, mb),
+            t0, now());
+    }
+  }
+
   void run_segment(Group& g, const Segment& seg, i64 mb) {
+    if (seg.context.active()) {
+      const double host_start = g.host_clock;
+      g.host_clock += seg.host;
+      wait_for_host(g, host_start);
+      run_context_segment(g, seg, mb);
+      wait_for_host(g, g.host_clock);
+      return;
+    }
     // The host launches this segment's kernels in order after everything before them and
     // never waits for the GPU: the segment's first kernel cannot start before the host
     // reaches it, its last cannot finish before the host has launched it.
@@ -221,7 +310,7 @@ struct Replay::Impl {
     const std::string label = trace ? fmt::format("{} mb{}", to_string(seg.comm.kind), mb) : std::string();
     if (seg.comm.group == CommGroup::tp) {
       const double t0 = now();
-      run_collective(net, plan.collectives, {seg.comm.kind, seg.comm.bytes, {g.ranks}, label});
+      run_collective(net, plan.collectives, {seg.comm.kind, seg.comm.bytes, tp_groups(g), label});
       g.st.tp_comm += now() - t0;
       ++g.st.collectives;
       slice(g, Stream::tp_comm, label, t0, now());
@@ -243,7 +332,9 @@ struct Replay::Impl {
     const double t0 = now();
     CollectiveCall call{Collective::send_recv, bytes, {}, 
                         trace ? fmt::format("{} mb{} to stage {}", forward ? "act" : "grad", mb, to_stage) : std::string()};
-    for (i64 t = 0; t < plan.tp; ++t) call.groups.push_back({g.ranks[static_cast<std::size_t>(t)], rank(to_stage, g.replica, t)});
+    for (i64 c = 0; c < plan.cp; ++c)
+      for (i64 t = 0; t < plan.tp; ++t)
+        call.groups.push_back({g.ranks[static_cast<std::size_t>(c * plan.tp + t)], rank(to_stage, g.replica, c, t)});
     run_collective(net, plan.collectives, call);
     g.st.pp_comm += now() - t0;
     slice(g, Stream::pp_comm, call.label, t0, now());
@@ -264,7 +355,7 @@ struct Replay::Impl {
     if (act > 0) {
       const double t0 = now();
       const std::string label = trace ? fmt::format("gather {} mb{}", forward ? "act" : "grad", mb) : std::string();
-      run_collective(net, plan.collectives, {Collective::all_gather, act, {g.ranks}, label});
+      run_collective(net, plan.collectives, {Collective::all_gather, act, tp_groups(g), label});
       g.st.pp_comm += now() - t0;
       slice(g, Stream::pp_comm, label, t0, now());
     }
@@ -312,7 +403,7 @@ struct Replay::Impl {
     const GradientSync s = sync(params);
     const Collective kind = s.reduce;
     across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, kind, s.reduce_bytes,
-                    fmt::format("gradient {}", to_string(kind)), account, Stream::dp_comm);
+                    fmt::format("gradient {}", to_string(kind)), account, Stream::dp_comm, true, s.replica_reduce_bytes);
   }
 
   void comm_stream(Group& g) {
@@ -329,7 +420,7 @@ struct Replay::Impl {
       }
       if (job.gather) {
         across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather, job.bytes,
-                        "parameter all-gather (ZeRO-3)", busy, Stream::dp_comm);
+                        "parameter all-gather (ZeRO-3)", busy, Stream::dp_comm, true);
         std::unique_lock lock(*g.mu);
         ++g.gathers_done;
         g.cv->notify_all();
@@ -346,7 +437,7 @@ struct Replay::Impl {
   void compute_stream(Group& g) {
     const StageProgram& prog = plan.stages[static_cast<std::size_t>(g.stage)];
     const i64 p = plan.pp, v = plan.virtual_stages, m = plan.micro_batches;
-    const bool overlap = plan.overlap_grad_reduce && plan.dp > 1;
+    const bool overlap = plan.overlap_grad_reduce && gradient_ranks() > 1;
     const bool zero3 = sync(prog.params).gather_per_pass > 0;
     std::vector<i64> in_flight(static_cast<std::size_t>(v), 0);
     double pending_params = 0;
@@ -387,7 +478,7 @@ struct Replay::Impl {
       }
     }
     // Gradient reduction, tied embeddings, optimizer step.
-    if (plan.dp > 1) {
+    if (gradient_ranks() > 1) {
       if (overlap || zero3) {
         post_bucket(g, overlap ? pending_params : 0.0, true);
         const double t0 = now();
@@ -403,7 +494,8 @@ struct Replay::Impl {
       const double t0 = now();
       if (g.stage == 0) {
         CollectiveCall call{Collective::all_reduce, plan.tied_sync_bytes, {}, "tied embedding all-reduce"};
-        for (i64 t = 0; t < plan.tp; ++t) call.groups.push_back({rank(0, g.replica, t), rank(p - 1, g.replica, t)});
+        for (i64 c = 0; c < plan.cp; ++c)
+          for (i64 t = 0; t < plan.tp; ++t) call.groups.push_back({rank(0, g.replica, c, t), rank(p - 1, g.replica, c, t)});
         run_collective(net, plan.collectives, call);
       }
       barrier->wait();
@@ -412,7 +504,7 @@ struct Replay::Impl {
     }
     if (const GradientSync s = sync(prog.params); s.gather_bytes > 0)
       across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather, s.gather_bytes,
-                      "parameter all-gather", g.st.dp_comm, Stream::dp_comm);
+                      "parameter all-gather", g.st.dp_comm, Stream::dp_comm, true);
     if (prog.optimizer > 0) {
       const double t0 = now();
       sg4::this_actor::sleep_for(prog.optimizer);
@@ -436,9 +528,11 @@ void Replay::start() {
       auto& g = I.group(s, d);
       g.stage = g.st.stage = s;
       g.replica = g.st.replica = d;
-      for (i64 t = 0; t < plan.tp; ++t) g.ranks.push_back(I.rank(s, d, t));
+      for (i64 c = 0; c < plan.cp; ++c)
+        for (i64 t = 0; t < plan.tp; ++t) g.ranks.push_back(I.rank(s, d, c, t));
     }
-  const bool comm_stream = plan.dp > 1 && (plan.overlap_grad_reduce || gradient_sync(1, plan.precision, plan.zero, plan.dp).gather_per_pass > 0);
+  const bool comm_stream =
+      I.gradient_ranks() > 1 && (plan.overlap_grad_reduce || I.sync(1).gather_per_pass > 0);
   const OverlapSlowdown both = overlap_slowdown(true, true, plan.interference);
   I.interfere = comm_stream && (both.compute != 1 || both.comm != 1);
   I.stage_compute = std::vector<Impl::StageCompute>(static_cast<std::size_t>(plan.pp));

@@ -16,7 +16,8 @@ bool fresh_marker(const Segment& s) { return s.gather_params > 0 && s.compute ==
 void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t, Seconds host) {
   if (t <= 0 && host <= 0) return;
   if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
-  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
+  if (prog.empty() || prog.back().comm.active() || prog.back().context.active() || prog.back().work != w)
+    prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
   prog.back().compute += t;
   prog.back().host += host;
   if (t > 0) prog.back().ops.push_back({name, t});
@@ -25,9 +26,32 @@ void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Se
 void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c, Seconds host) {
   if (!c.active()) return;
   if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
-  if (prog.empty() || prog.back().comm.active() || prog.back().work != w) prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
+  if (prog.empty() || prog.back().comm.active() || prog.back().context.active() || prog.back().work != w)
+    prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
   prog.back().comm = c;
   prog.back().host += host;  // the collective's kernel
+}
+
+// An attention op under context parallelism: a segment of its own, with its exchange.
+void add_context(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t, Seconds host,
+                 const ContextExchange& x, bool forward) {
+  if (!prog.empty() && fresh_marker(prog.back())) {
+    prog.back().work = w;
+  } else {
+    prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
+  }
+  Segment& seg = prog.back();
+  seg.compute = t;
+  seg.host += host;
+  if (t > 0) seg.ops.push_back({name, t});
+  seg.context = x;
+  seg.context_bytes = forward ? x.forward_bytes : x.backward_bytes;
+}
+
+// The op's forward (or recompute) compute, with its context exchange when it has one.
+void add_forward(std::vector<Segment>& prog, Work w, const Op& op, const OpTiming& t, Seconds host) {
+  if (t.context.active()) add_context(prog, w, op.name, t.forward, host, t.context, true);
+  else add_compute(prog, w, op.name, t.forward, host);
 }
 
 // Appends one block's forward to `fwd` and its (recompute +) backward to `bwd_block`.
@@ -53,21 +77,27 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
   const Seconds hook = is_layer ? hooks / 2 : 0.0;
   for (std::size_t i = 0; i < block.ops.size(); ++i) {
     const Op& op = block.ops[i];
-    add_compute(fwd, Work::forward, op.name, t[i].forward, per_kernel * op_kernels(op).forward + (i == 0 ? hook : 0.0));
+    add_forward(fwd, Work::forward, op, t[i],
+                per_kernel * (op_kernels(op).forward + context_kernels(t[i].context)) + (i == 0 ? hook : 0.0));
     add_comm(fwd, Work::forward, t[i].forward_comm, per_kernel);
     saved_all += t[i].saved;
     if (op.core_attention) saved_core += t[i].saved;
   }
   for (std::size_t i = 0; i < block.ops.size(); ++i)
     if (op_recomputed(block.ops[i], rc, is_layer)) {
-      add_compute(bwd_block, Work::recompute, block.ops[i].name, t[i].forward, per_kernel * op_kernels(block.ops[i]).forward);
+      add_forward(bwd_block, Work::recompute, block.ops[i], t[i],
+                  per_kernel * (op_kernels(block.ops[i]).forward + context_kernels(t[i].context)));
       add_comm(bwd_block, Work::recompute, t[i].forward_comm, per_kernel);
     }
   Segment wgrad{Work::backward, 0, {}, 0, 0, {}, 0};
   for (std::size_t i = block.ops.size(); i-- > 0;) {
     const bool split = wgrad_block && t[i].weight_grad > 0;  // one of the op's backward kernels moves to W
-    add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward - (split ? t[i].weight_grad : 0.0),
-                per_kernel * (op_kernels(block.ops[i]).backward - (split ? 1 : 0)) + (i == 0 ? hook : 0.0));
+    const Seconds host_b = per_kernel * (op_kernels(block.ops[i]).backward - (split ? 1 : 0)) + (i == 0 ? hook : 0.0);
+    if (t[i].context.active())
+      add_context(bwd_block, Work::backward, block.ops[i].name, t[i].backward, host_b + per_kernel * context_kernels(t[i].context),
+                  t[i].context, false);
+    else
+      add_compute(bwd_block, Work::backward, block.ops[i].name, t[i].backward - (split ? t[i].weight_grad : 0.0), host_b);
     add_comm(bwd_block, Work::backward, t[i].backward_comm, per_kernel);
     if (split) {
       wgrad.compute += t[i].weight_grad;
@@ -82,7 +112,7 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
   } else {
     bwd_block.back().grad_params += params;
   }
-  const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(ctx.tp) : 1.0);
+  const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(ctx.tp) : 1.0) / double(ctx.cp);
   saved += kept_activations(block_recompute(rc, is_layer), saved_all, saved_core, boundary, 0).kept;
 }
 
@@ -95,6 +125,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   r.tp = plan.tp;
   r.pp = plan.pp;
   r.ep = plan.ep;
+  r.cp = plan.cp;
   r.virtual_stages = plan.schedule == Schedule::interleaved ? plan.virtual_stages : 1;
   r.micro_batches = plan.micro_batches(s.training);
   r.microbatch_group = plan.microbatch_group_size;
@@ -105,15 +136,20 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   r.precision = est.precision();
   r.framework = s.training.framework;
   const Seconds per_kernel = host_per_kernel(s.training.framework, est.cluster().gpu.host);
-  const Seconds hooks = host_hooks_per_layer(s.training.framework, est.cluster().gpu.host, plan.dp);
+  const Seconds hooks = host_hooks_per_layer(s.training.framework, est.cluster().gpu.host, gradient_ranks(plan));
   r.collectives = s.simulation.collectives;
   r.interference = est.cluster().gpu.interference;
 
   const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training.precision));
   const KernelModel km(est.cluster().gpu);
-  const ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute, est.precision().weight_gemm,
-                            expert_all_to_all_share(s.model.top_k, s.model.max_nodes_per_token,
-                                                    plan_groups(est.cluster(), plan).ep.nodes())};
+  ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute, est.precision().weight_gemm,
+                      expert_all_to_all_share(s.model.top_k, s.model.max_nodes_per_token,
+                                              plan_groups(est.cluster(), plan).ep.nodes())};
+  ctx.cp = plan.cp;
+  ctx.cp_algorithm = plan.cp_algorithm;
+  const i64 ranks = gradient_ranks(plan);
+  const i64 shard = shard_group_size(s.training.framework, plan, plan_groups(est.cluster(), plan).dp.per_node);
+  r.shard = shard < ranks ? shard : 0;
   r.tied_sync_bytes = tied_embedding_sync_bytes(g.tied_params, plan.tp, plan.pp, est.precision());
   const i64 p = plan.pp, v = r.virtual_stages, L = static_cast<i64>(g.layers.size());
 
@@ -145,7 +181,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
         bwd_blocks.emplace_back();
         wgrad_blocks.emplace_back();
         program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
-                      gradient_sync(1, r.precision, plan.zero, plan.dp).gather_per_pass > 0, per_kernel, hooks, chunk.forward,
+                      gradient_sync(1, r.precision, plan.zero, ranks, shard).gather_per_pass > 0, per_kernel, hooks, chunk.forward,
                       bwd_blocks.back(), chunk.saved, split_wgrad ? &wgrad_blocks.back() : nullptr);
       }
       for (auto it = wgrad_blocks.rbegin(); it != wgrad_blocks.rend(); ++it)
@@ -154,7 +190,8 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
         for (auto& seg : *it) {
           // Merge with the previous segment when it is plain compute of the same kind and
           // completes no gradients (those mark where a gradient bucket may be handed over).
-          if (!chunk.backward.empty() && !chunk.backward.back().comm.active() && chunk.backward.back().work == seg.work &&
+          if (!chunk.backward.empty() && !chunk.backward.back().comm.active() && !chunk.backward.back().context.active() &&
+              !seg.context.active() && chunk.backward.back().work == seg.work &&
               chunk.backward.back().grad_params == 0 && seg.gather_params == 0) {
             auto& prev = chunk.backward.back();
             prev.compute += seg.compute;
@@ -166,8 +203,8 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
             chunk.backward.push_back(std::move(seg));
           }
         }
-      chunk.send = pipeline_send(g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes, plan.tp,
-                                 r.sequence_parallel);
+      chunk.send = pipeline_send(g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes / double(plan.cp),
+                                 plan.tp, r.sequence_parallel);
       sp.chunks.push_back(std::move(chunk));
     }
     const StagePrediction& se = e.stages[static_cast<std::size_t>(st)];

@@ -30,6 +30,12 @@ struct Segment {
   double gather_params = 0;  // > 0: a block starts here; ZeRO-3 gathers its parameters (on this GPU) first
   std::vector<OpSlice> ops;
   Seconds host = 0;      // host time to launch this segment's kernels (rules.hpp host dispatch)
+  // Context parallelism: this segment's compute is one attention op's, beside its ring
+  // sends (context.steps sends of context_bytes to the next GPU of the cp group, each
+  // overlapping 1/cp of the compute) or after its all-to-alls (context.calls of
+  // context_bytes / calls over the cp group). Inactive otherwise.
+  ContextExchange context{};
+  Bytes context_bytes = 0;
 };
 
 struct ChunkProgram {
@@ -50,6 +56,9 @@ struct StageProgram {
 
 struct ReplayPlan {
   std::int64_t dp = 1, tp = 1, pp = 1, ep = 1, virtual_stages = 1, micro_batches = 1;
+  // Context parallelism: each (stage, replica) is cp x tp GPUs (tp-cp-dp-pp rank order);
+  // gradients are reduced over dp x cp, in HSDP shard groups of `shard` of those (0: all).
+  std::int64_t cp = 1, shard = 0;
   std::int64_t microbatch_group = 0;  // interleaved: micro-batch group (0: pp)
   Schedule schedule = Schedule::one_f_one_b;
   int zero = 0;

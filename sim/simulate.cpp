@@ -198,22 +198,27 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
   nlohmann::json gpus = nlohmann::json::array();
   i64 compute_activities = 0, collectives = 0;
   double busy_sum = 0, idle_sum = 0;
-  std::vector<nlohmann::json> per_gpu(static_cast<std::size_t>(plan.dp * plan.tp * plan.pp));
+  std::vector<nlohmann::json> per_gpu(static_cast<std::size_t>(plan.dp * plan.tp * plan.pp * plan.cp));
   for (const auto& g : r.groups) {
     compute_activities += g.compute_activities;
     collectives += g.collectives;
     const double idle = std::max(0.0, T - g.compute() - g.comm() - g.host_wait);
     busy_sum += g.compute() + g.comm();
     idle_sum += idle;
-    for (i64 t = 0; t < plan.tp; ++t) {
-      const i64 rank = plan_rank(plan.dp, plan.tp, g.stage, g.replica, t);
-      per_gpu[static_cast<std::size_t>(rank)] = {
-          {"gpu", rank},          {"stage", g.stage},       {"dp_rank", g.replica},  {"tp_rank", t},
-          {"compute_s", g.compute()}, {"comm_s", g.comm()}, {"idle_s", idle},
-          {"tp_comm_s", g.tp_comm}, {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"ep_comm_s", g.ep_comm},
-          {"host_wait_s", g.host_wait},
-          {"peak_activations_bytes", g.peak_activations}, {"end_s", g.end}};
-    }
+    for (i64 c = 0; c < plan.cp; ++c)
+      for (i64 t = 0; t < plan.tp; ++t) {
+        const i64 rank = plan_rank(plan.dp, plan.tp, plan.cp, g.stage, g.replica, c, t);
+        per_gpu[static_cast<std::size_t>(rank)] = {
+            {"gpu", rank},          {"stage", g.stage},       {"dp_rank", g.replica},  {"tp_rank", t},
+            {"compute_s", g.compute()}, {"comm_s", g.comm()}, {"idle_s", idle},
+            {"tp_comm_s", g.tp_comm}, {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"ep_comm_s", g.ep_comm},
+            {"host_wait_s", g.host_wait},
+            {"peak_activations_bytes", g.peak_activations}, {"end_s", g.end}};
+        if (plan.cp > 1) {
+          per_gpu[static_cast<std::size_t>(rank)]["cp_rank"] = c;
+          per_gpu[static_cast<std::size_t>(rank)]["cp_comm_s"] = g.cp_comm;
+        }
+      }
   }
   for (auto& j : per_gpu) gpus.push_back(std::move(j));
 
@@ -277,6 +282,7 @@ Prediction simulated_prediction(const Prediction& e, const ReplayPlan& plan,
   b.compute_recompute = c.recompute;
   b.tp_comm_exposed = c.tp_comm;
   b.ep_comm_exposed = c.ep_comm;
+  b.cp_comm_exposed = c.cp_comm;
   b.pp_comm_exposed = c.pp_comm;
   b.dp_comm_exposed = c.dp_comm;
   b.optimizer = c.optimizer;
@@ -300,6 +306,7 @@ Prediction simulated_prediction(const Prediction& e, const ReplayPlan& plan,
     sp.recompute = worst->recompute / m;
     sp.tp_comm = worst->tp_comm / m;
     sp.ep_comm = worst->ep_comm / m;
+    sp.cp_comm = worst->cp_comm / m;
     sp.p2p = worst->pp_comm / m;
     sp.zero3_gather = 0;
     sp.dp_exposed = worst->dp_comm;
@@ -317,7 +324,7 @@ nlohmann::json replay_json(const Replayed& x) {
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : x.result.groups)
     groups.push_back({{"stage", g.stage}, {"replica", g.replica}, {"forward_s", g.forward}, {"backward_s", g.backward},
-                      {"recompute_s", g.recompute}, {"tp_comm_s", g.tp_comm}, {"ep_comm_s", g.ep_comm},
+                      {"recompute_s", g.recompute}, {"tp_comm_s", g.tp_comm}, {"ep_comm_s", g.ep_comm}, {"cp_comm_s", g.cp_comm},
                       {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"optimizer_s", g.optimizer},
                       {"end_s", g.end}, {"peak_activations_bytes", g.peak_activations}});
   return {{"iteration_time_s", x.result.iteration_time}, {"groups", groups}, {"timeline", x.timeline},
@@ -369,7 +376,8 @@ SimulationResult simulate(const Scenario& s, const SimulateOptions& o) {
     const auto& b = p.breakdown;
     const double schedule_time = p.iteration_time - b.dp_comm_exposed - b.optimizer;
     sim["bubble_fraction"] = schedule_time > 0 ? b.bubble / schedule_time : 0.0;
-    sim["exposed_communication_s"] = b.tp_comm_exposed + b.ep_comm_exposed + b.pp_comm_exposed + b.dp_comm_exposed;
+    sim["exposed_communication_s"] =
+        b.tp_comm_exposed + b.ep_comm_exposed + b.cp_comm_exposed + b.pp_comm_exposed + b.dp_comm_exposed;
     sim["estimator_iteration_time_s"] = e.iteration_time;
     return nlohmann::json{{"prediction", to_json(p)}, {"simulator", sim}, {"timeline", x.timeline}};
   }, o.progress ? std::function<void(double)>([&](double clock) { o.progress(clock, e.iteration_time); })

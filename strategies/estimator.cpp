@@ -47,6 +47,24 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
   const PlanGroups groups = plan_groups(cluster_, plan);
   const ShardingContext ctx{plan.tp, plan.ep, plan.sequence_parallel && plan.tp > 1, rules_.compute, rules_.weight_gemm,
                             expert_all_to_all_share(model_.top_k, model_.max_nodes_per_token, groups.ep.nodes())};
+  ShardingContext ctx_cp = ctx;
+  ctx_cp.cp = plan.cp;
+  ctx_cp.cp_algorithm = plan.cp_algorithm;
+  const ContextGroups cgroups = context_groups(cluster_, plan);
+  // Context parallelism's exchange around an attention op, the part not hidden (ring) or
+  // all of it (all-to-all), forward and backward.
+  const auto context_time = [&](const OpTiming& o, bool forward) -> Seconds {
+    const ContextExchange& x = o.context;
+    if (!x.active()) return 0.0;
+    const Bytes bytes = forward ? x.forward_bytes : x.backward_bytes;
+    if (x.algorithm == CpAlgorithm::ring) {
+      const Group pair{2, cgroups.cp.nodes() > 1 ? 1 : 2};
+      const Seconds send = collective_time(cluster_, Collective::send_recv, bytes, pair, cgroups.cp_share);
+      return ring_attention_exposed(send, (forward ? o.forward : o.backward) / double(plan.cp), x.steps,
+                                    cluster_.gpu.interference);
+    }
+    return double(x.calls) * collective_time(cluster_, Collective::all_to_all, bytes / x.calls, cgroups.cp, cgroups.cp_share);
+  };
   const auto comm_time = [&](const CommStep& step) -> Seconds {
     switch (step.group) {
       case CommGroup::tp: return collective_time(cluster_, step.kind, step.bytes, groups.tp, 1.0);
@@ -59,7 +77,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
   BlockCost c;
   Bytes saved_all = 0, saved_core = 0;
   for (const Op& op : block.ops) {
-    const OpTiming o = time_op(op, ctx, km);
+    const OpTiming o = time_op(op, ctx_cp, km);
     const Seconds comm_f = comm_time(o.forward_comm), comm_b = comm_time(o.backward_comm);
     const bool ep_comm = o.forward_comm.group == CommGroup::ep || o.backward_comm.group == CommGroup::ep;
     c.forward += o.forward;
@@ -69,12 +87,16 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     (ep_comm ? c.ep : c.tp_backward) += comm_b;
     c.hardware_flops += 3.0 * o.forward_flops;
     const OpKernels k = op_kernels(op);
-    const int comm_kernels_f = o.forward_comm.active() ? 1 : 0, comm_kernels_b = o.backward_comm.active() ? 1 : 0;
+    const int comm_kernels_f = (o.forward_comm.active() ? 1 : 0) + context_kernels(o.context),
+              comm_kernels_b = (o.backward_comm.active() ? 1 : 0) + context_kernels(o.context);
+    const Seconds cp_f = context_time(o, true);
+    c.cp += cp_f + context_time(o, false);
     c.kernels_forward += k.forward + comm_kernels_f;
     c.kernels_backward += k.backward + comm_kernels_b;
     if (op_recomputed(op, requested, is_layer)) {
       c.recompute += o.forward;
       (ep_comm ? c.ep : c.tp_recompute) += comm_f;
+      c.cp += cp_f;
       c.hardware_flops += o.forward_flops;
       c.kernels_backward += k.forward + comm_kernels_f;
     }
@@ -83,8 +105,9 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     c.params += o.params;
     if (op.expert) c.expert_params += o.params;
   }
-  const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0);
-  const Bytes transient = block.transient_bytes / double(plan.tp);
+  const double cp = double(std::max<i64>(1, plan.cp));
+  const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0) / cp;
+  const Bytes transient = block.transient_bytes / double(plan.tp) / cp;
   const KeptActivations kept = kept_activations(rc, saved_all, saved_core, boundary, transient);
   c.saved = kept.kept;
   c.working = kept.working;
@@ -93,7 +116,8 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
 
 const std::vector<Estimator::BlockCost>& Estimator::block_costs(i64 micro_batch, const PlanSpec& plan,
                                                                  Recompute rc) const {
-  const Key key{micro_batch, plan.tp, plan.sequence_parallel && plan.tp > 1, plan.ep, static_cast<int>(rc)};
+  const Key key{micro_batch, plan.tp, plan.sequence_parallel && plan.tp > 1, plan.ep, static_cast<int>(rc),
+                plan.cp, static_cast<int>(plan.cp_algorithm)};
   auto it = costs_.find(key);
   if (it != costs_.end()) return it->second;
   const ModelGraph& g = graph(micro_batch);
@@ -120,13 +144,20 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const i64 m = training_.global_batch / (plan.dp * micro_batch);
   if (m < 1) throw std::invalid_argument("plan leaves no micro-batch per data-parallel replica");
   const double dp = double(plan.dp);
+  // Gradients are reduced over dp x cp GPUs; ZeRO shards over them, or over HSDP's shard group.
+  const i64 ranks = gradient_ranks(plan);
+  const i64 shard = shard_group_size(training_.framework, plan, groups.dp.per_node);
+  const HybridGroups hybrid = hybrid_groups(groups.dp, shard, cluster_.gpus_per_node);
+  const Group& shard_group = shard < ranks ? hybrid.shard : groups.dp;
+  const double shard_share = shard < ranks ? hybrid.shard_share : groups.dp_share;
   // Whether blocks gather their weights before each pass (ZeRO-3); checked once per plan.
-  const bool gathers_per_pass = gradient_sync(1, rules_, plan.zero, plan.dp).gather_per_pass > 0;
+  const bool gathers_per_pass = gradient_sync(1, rules_, plan.zero, ranks, shard).gather_per_pass > 0;
 
   // Pipeline sends of the activation forward and its gradient backward, per model chunk.
   Seconds p2p = 0;
   if (p > 1) {
-    const PipelineSend send = pipeline_send(g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes, t, sp);
+    const PipelineSend send = pipeline_send(
+        g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes / double(std::max<i64>(1, plan.cp)), t, sp);
     const Group pair{2, groups.pp_cross_node ? 1 : 2};
     Seconds one = collective_time(cluster_, Collective::send_recv, send.per_rank, pair, 1.0);
     if (send.gather_after > 0) one += collective_time(cluster_, Collective::all_gather, send.gather_after, groups.tp, 1.0);
@@ -170,6 +201,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.recompute += c.recompute;
       st.tp_comm += c.tp_forward + c.tp_backward + c.tp_recompute;
       st.ep_comm += c.ep;
+      st.cp_comm += c.cp;
       st.params_per_gpu += c.params;
       expert_params += c.expert_params;
       saved += c.saved;
@@ -177,32 +209,35 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       largest_params = std::max(largest_params, c.params);
       flops_per_mb += c.hardware_flops;
       if (gathers_per_pass)
-        if (const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, plan.dp); block_sync.gather_per_pass > 0)
+        if (const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, ranks, shard); block_sync.gather_per_pass > 0)
         st.zero3_gather += zero3_gather_exposed(
-            collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, groups.dp, groups.dp_share),
+            collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, shard_group, shard_share),
             c.forward, c.backward + c.recompute, cluster_.gpu.interference);
     }
     // Tied embeddings live on one GPU when the first and last stage coincide.
     if (p == 1 && g.tied_params > 0) st.params_per_gpu -= g.tied_params / double(t);
     st.p2p = p2p;
     const Seconds per_kernel = host_per_kernel(training_.framework, cluster_.gpu.host);
-    const Seconds hooks = double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, plan.dp);
+    const Seconds hooks = double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, ranks);
     st.host_forward = kernels_f * per_kernel + hooks / 2;
     st.host = st.host_forward + kernels_b * per_kernel + hooks / 2;
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
     st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
-                              plan.zero, plan.dp, m, ddp_buckets(training_.framework, plan.dp), expert_params,
-                              plan.dp / std::max<i64>(1, plan.ep)},
+                              plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
+                              ranks / std::max<i64>(1, plan.ep)},
                              rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
-    const GradientSync sync = gradient_sync(P, rules_, plan.zero, plan.dp);
+    const GradientSync sync = gradient_sync(P, rules_, plan.zero, ranks, shard);
     Seconds reduce = 0, gather = 0;
-    if (sync.active()) reduce = collective_time(cluster_, sync.reduce, sync.reduce_bytes, groups.dp, groups.dp_share);
+    if (sync.active()) reduce = collective_time(cluster_, sync.reduce, sync.reduce_bytes, shard_group, shard_share);
+    if (sync.replica_reduce_bytes > 0)
+      reduce += collective_time(cluster_, Collective::all_reduce, sync.replica_reduce_bytes, hybrid.replicas,
+                                hybrid.replica_share);
     if (sync.gather_bytes > 0)
-      gather = collective_time(cluster_, Collective::all_gather, sync.gather_bytes, groups.dp, groups.dp_share);
+      gather = collective_time(cluster_, Collective::all_gather, sync.gather_bytes, shard_group, shard_share);
     if (const Bytes tied = tied_embedding_sync_bytes(g.tied_params, t, p, rules_); tied > 0 && (s == 0 || s == p - 1))
       reduce += groups.ends_cross_node
                     ? collective_time(cluster_, Collective::all_reduce, tied, Group{2, 1}, 1.0 / double(cluster_.gpus_per_node))
@@ -210,19 +245,19 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     st.dp_exposed = reduce + gather;
     // Buckets reduce while the last micro-batch runs backward; parameter gathers of
     // ZeRO-1/2 overlap the next forward.
-    if (plan.overlap_grad_reduce && plan.dp > 1)
+    if (plan.overlap_grad_reduce && ranks > 1)
       st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
                                               gradient_bucket_elements(training_.framework, rules_),
                                               cluster_.gpu.interference);
-    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp), rules_);
+    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, shard), rules_);
     e.stages.push_back(st);
   }
 
   compose_iteration(e, m, v, plan.schedule);
   const double md = double(m);
 
-  // FLOPs: every GPU of a TP group does 1/t of the sharded work.
-  e.hardware_flops = flops_per_mb * double(t) * dp * md;
+  // FLOPs: every GPU of a TP group does 1/t of the sharded work (of a CP group, 1/cp).
+  e.hardware_flops = flops_per_mb * double(t) * double(std::max<i64>(1, plan.cp)) * dp * md;
   e.model_flops = totals(micro_batch).model_flops * dp * md;
   e.finish({training_.global_batch, g.tokens_per_sample, cluster_.total_gpus(), cluster_.gpu.peak(rules_.compute),
             cluster_.gpu.status, cluster_.gpus_per_node});

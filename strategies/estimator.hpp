@@ -36,6 +36,7 @@ class Estimator {
     Seconds forward = 0, backward = 0, recompute = 0;
     Seconds weight_grad = 0;  // of backward: the weight gradients
     Seconds tp_forward = 0, tp_backward = 0, tp_recompute = 0, ep = 0;
+    Seconds cp = 0;         // context parallelism's exposed exchange, forward + backward + recompute
     Bytes saved = 0;        // activations kept per micro-batch
     Bytes working = 0;      // transient activations while this block runs backward
     double params = 0;      // parameters on this GPU
@@ -45,7 +46,7 @@ class Estimator {
   };
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, int>;  // b, tp, sp, ep, recompute
+  using Key = std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, int, std::int64_t, int>;  // b, tp, sp, ep, recompute, cp, cp algorithm
   const ModelGraph& graph(std::int64_t micro_batch) const;
   const std::vector<BlockCost>& block_costs(std::int64_t micro_batch, const PlanSpec& plan, Recompute rc) const;
   BlockCost cost_block(const Block& block, const PlanSpec& plan, Recompute rc, bool is_layer) const;

@@ -20,7 +20,7 @@ OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dty
   const double ways = double(s.ways());
   switch (op.kind) {
     case OpKind::matmul: {
-      i64 b = split(op.batch, s.batch), m = split(op.m, s.rows);
+      i64 b = split(op.batch, s.batch), m = split(op.m, s.rows * s.context);
       const i64 n = split(op.n, s.cols), k = split(op.k, s.contract);
       if (op.expert && s.expert_parallel > 1) {
         b = split(b, s.expert_parallel);
@@ -37,11 +37,20 @@ OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dty
         r.backward += km.memory(c.backward, c.backward_kernels);
       }
       r.forward_flops = 2.0 * double(b) * m * n * k;
-      const i64 saved_ways = s.rows * s.contract * s.batch * (op.split == Split::column ? s.cols : 1);
+      const i64 saved_ways = s.rows * s.context * s.contract * s.batch * (op.split == Split::column ? s.cols : 1);
       r.saved = op.saved_bytes / double(saved_ways);
       break;
     }
     case OpKind::attention: {
+      if (s.context > 1 && !s.context_heads) {
+        // Ring: `context` block kernels, each of seq/context queries against as many keys.
+        const i64 b = split(op.batch, s.ways() / s.context), q = split(op.m, s.context), kv = split(op.n, s.context);
+        const double c = double(s.context);
+        r.forward = c * km.attention_forward(b, q, kv, op.k, op.causal, op.fwd_bytes / ways, dtype);
+        r.backward = c * km.attention_backward(b, q, kv, op.k, op.causal, op.bwd_bytes / ways, dtype);
+        r.forward_flops = c * 4.0 * double(b) * q * kv * op.k;
+        break;
+      }
       const i64 b = split(op.batch, s.ways());
       r.forward = km.attention_forward(b, op.m, op.n, op.k, op.causal, op.fwd_bytes / ways, dtype);
       r.backward = km.attention_backward(b, op.m, op.n, op.k, op.causal, op.bwd_bytes / ways, dtype);
@@ -55,7 +64,7 @@ OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dty
       }
       break;
     case OpKind::embedding: {
-      const double traffic = double(s.rows * s.cols * s.batch);
+      const double traffic = double(s.rows * s.cols * s.batch * s.context);
       r.forward = km.memory(op.fwd_bytes / traffic, 1, op.memory_kind);
       r.backward = km.memory(op.bwd_bytes / traffic, 1, op.memory_kind);
       break;
@@ -82,7 +91,28 @@ OpShards megatron_shards(const Op& op, const ShardingContext& ctx) {
     case Split::none: break;
   }
   if (op.expert) s.expert_parallel = ctx.ep;
+  if (ctx.cp > 1) {
+    s.context = ctx.cp;
+    s.context_heads = ctx.cp_algorithm == CpAlgorithm::all_to_all;
+  }
   return s;
+}
+
+ContextExchange context_exchange(const Op& op, const OpShards& s, CpAlgorithm algorithm) {
+  ContextExchange x;
+  x.algorithm = algorithm;
+  if (op.kind != OpKind::attention || s.context <= 1) return x;
+  const double ways = double(s.ways());  // this GPU's share of the tensors: its heads, its tokens
+  if (algorithm == CpAlgorithm::ring) {
+    x.steps = s.context - 1;
+    x.forward_bytes = op.kv_bytes / ways;
+    x.backward_bytes = 2 * op.kv_bytes / ways;
+  } else {
+    x.calls = 4;
+    x.forward_bytes = op.fwd_bytes / ways;
+    x.backward_bytes = op.fwd_bytes / ways;
+  }
+  return x;
 }
 
 double expert_all_to_all_share(i64 top_k, i64 max_nodes_per_token, i64 ep_nodes) {
@@ -92,27 +122,33 @@ double expert_all_to_all_share(i64 top_k, i64 max_nodes_per_token, i64 ep_nodes)
   return std::min(1.0, std::min(reached, double(max_nodes_per_token)) / double(top_k));
 }
 
+int context_kernels(const ContextExchange& x) { return static_cast<int>(x.steps) + x.calls; }
+
 OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km) {
   const i64 t = ctx.tp;
   const bool sp = ctx.sequence_parallel && t > 1;
   OpTiming r;
-  static_cast<OpWork&>(r) = op_work(op, megatron_shards(op, ctx), km, ctx.dtype, ctx.weight_gemm);
+  const OpShards shards = megatron_shards(op, ctx);
+  static_cast<OpWork&>(r) = op_work(op, shards, km, ctx.dtype, ctx.weight_gemm);
+  r.context = context_exchange(op, shards, ctx.cp_algorithm);
+  // The collectives of tensor and expert parallelism move this GPU's tokens: 1/cp of them.
+  const double tokens = 1.0 / double(std::max<i64>(1, ctx.cp));
   switch (op.kind) {
     case OpKind::tp_enter:  // Megatron's f: identity forward, all-reduce backward
       if (t > 1) {
-        if (sp) r.forward_comm = {Collective::all_gather, op.comm_bytes, CommGroup::tp};
-        r.backward_comm = {sp ? Collective::reduce_scatter : Collective::all_reduce, op.comm_bytes, CommGroup::tp};
+        if (sp) r.forward_comm = {Collective::all_gather, op.comm_bytes * tokens, CommGroup::tp};
+        r.backward_comm = {sp ? Collective::reduce_scatter : Collective::all_reduce, op.comm_bytes * tokens, CommGroup::tp};
       }
       break;
     case OpKind::tp_exit:  // Megatron's g: all-reduce forward, identity backward
       if (t > 1) {
-        r.forward_comm = {sp ? Collective::reduce_scatter : Collective::all_reduce, op.comm_bytes, CommGroup::tp};
-        if (sp) r.backward_comm = {Collective::all_gather, op.comm_bytes, CommGroup::tp};
+        r.forward_comm = {sp ? Collective::reduce_scatter : Collective::all_reduce, op.comm_bytes * tokens, CommGroup::tp};
+        if (sp) r.backward_comm = {Collective::all_gather, op.comm_bytes * tokens, CommGroup::tp};
       }
       break;
     case OpKind::all_to_all:
       if (ctx.ep > 1) {
-        r.forward_comm = {Collective::all_to_all, op.comm_bytes * ctx.all_to_all_share, CommGroup::ep};
+        r.forward_comm = {Collective::all_to_all, op.comm_bytes * ctx.all_to_all_share * tokens, CommGroup::ep};
         r.backward_comm = r.forward_comm;
       }
       break;

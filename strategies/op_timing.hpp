@@ -27,7 +27,14 @@ struct OpShards {
   // Expert ops under expert parallelism: each GPU holds experts / expert_parallel of the
   // experts and runs them on the tokens of expert_parallel ranks (batch / ep, m x ep).
   std::int64_t expert_parallel = 1;
-  std::int64_t ways() const { return rows * cols * contract * batch; }
+  // Context parallelism: every op runs on 1/context of the sequence's tokens. Attention
+  // keeps its keys whole: with the ring (context_heads false) each GPU's queries meet the
+  // whole sequence's keys block by block, `context` kernels of (seq/context)^2 causal work
+  // (the load-balanced chunks make every block half-masked); with all-to-all
+  // (context_heads true) it runs whole sequences of 1/context of the heads.
+  std::int64_t context = 1;
+  bool context_heads = false;
+  std::int64_t ways() const { return rows * cols * contract * batch * context; }
 };
 
 // The work of one op on one GPU.
@@ -78,7 +85,32 @@ struct ShardingContext {
   DType dtype = DType::bf16;
   DType weight_gemm = DType::bf16;  // PrecisionRules::weight_gemm
   double all_to_all_share = 1;      // expert_all_to_all_share of the plan's expert-parallel group
+  std::int64_t cp = 1;              // context parallelism (plan.cp)
+  CpAlgorithm cp_algorithm = CpAlgorithm::ring;
 };
+
+// What context parallelism sends around one attention op on one GPU, per micro-batch.
+//  ring        (Megatron-Core / TransformerEngine p2p): `steps` = cp - 1 sends each way,
+//              each of the K and V block in hand to the next GPU of the cp group (forward
+//              `forward_bytes`), in backward the K, V block and the partial dK, dV
+//              (`backward_bytes` = 2x); each send beside one block's attention
+//              (rules.hpp ring_attention_exposed).
+//  all-to-all  (DeepSpeed-Ulysses): forward the all-to-alls of q, k and v before attention
+//              and of the output after it (`calls` = 4, `forward_bytes` the four tensors a
+//              GPU holds, split evenly over the calls); backward those of dO before and dq,
+//              dk, dv after (the same bytes). Not overlapped with compute.
+// Bytes per rank as collective_time takes them.
+struct ContextExchange {
+  CpAlgorithm algorithm = CpAlgorithm::ring;
+  std::int64_t steps = 0;
+  int calls = 0;
+  Bytes forward_bytes = 0, backward_bytes = 0;
+  bool active() const { return steps > 0 || calls > 0; }
+};
+ContextExchange context_exchange(const Op& op, const OpShards& s, CpAlgorithm algorithm);
+// Communication kernels the exchange launches each way (host dispatch): one per ring step
+// or per all-to-all.
+int context_kernels(const ContextExchange& x);
 
 // Node-limited routing (DeepSeek-V3, arXiv 2412.19437 Sec. 2.1.2 and 3.2.2): a token's
 // top_k experts lie on at most M = max_nodes_per_token nodes, and the dispatch sends it
@@ -99,6 +131,7 @@ OpShards megatron_shards(const Op& op, const ShardingContext& ctx);
 
 struct OpTiming : OpWork {
   CommStep forward_comm, backward_comm;  // at most one collective each way
+  ContextExchange context;               // attention under context parallelism
 };
 
 OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km);

@@ -36,7 +36,17 @@ std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOpti
   Scenario s = base;
   for (std::int64_t tp : divisors(gpus)) {
     for (std::int64_t pp : divisors(gpus / tp)) {
-      const std::int64_t dp = gpus / (tp * pp);
+     // Context parallelism as (cp, algorithm): off, or every cp with ring then all-to-all.
+     std::vector<std::pair<std::int64_t, CpAlgorithm>> cps{{base.plan.cp, base.plan.cp_algorithm}};
+     if (options.vary_context_parallel && base.model.family != ModelFamily::wresnet) {
+       cps = {{1, CpAlgorithm::ring}};
+       for (std::int64_t cp : divisors(gpus / (tp * pp)))
+         if (cp > 1 && base.model.seq_len % cp == 0)
+           for (CpAlgorithm a : {CpAlgorithm::ring, CpAlgorithm::all_to_all}) cps.push_back({cp, a});
+     }
+     for (const auto& [cp, cp_algorithm] : cps) {
+      if ((gpus / (tp * pp)) % cp != 0) continue;
+      const std::int64_t dp = gpus / (tp * pp * cp);
       if (base.training.global_batch % dp != 0) continue;
       // Schedules as (schedule, virtual stages).
       std::vector<std::pair<Schedule, std::int64_t>> schedules;
@@ -73,6 +83,8 @@ std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOpti
                 s.plan.schedule = schedule;
                 s.plan.virtual_stages = v;
                 s.plan.sequence_parallel = sp;
+                s.plan.cp = cp;
+                s.plan.cp_algorithm = cp_algorithm;
                 if (options.vary_zero) s.plan.zero = zero;
                 if (s.plan.ep > 1 && dp % s.plan.ep != 0) continue;
                 s.training.micro_batch = b;
@@ -85,6 +97,7 @@ std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOpti
           }
         }
       }
+     }
     }
   }
   return out;

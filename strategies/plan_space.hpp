@@ -1,4 +1,4 @@
-// The manual plan space: every (dp, tp, pp, micro-batch, schedule, virtual stages, ZeRO,
+// The manual plan space: every (dp, tp, pp, cp, micro-batch, schedule, virtual stages, ZeRO,
 // sequence parallelism, recompute) that tiles the cluster and passes the scenario's
 // consistency rules. The benchmarks, the search's manual baseline and `clustersim rank`
 // enumerate it: the one place where the manual knobs are listed.
@@ -34,10 +34,15 @@ struct PlanSpaceOptions {
   bool vary_recompute = false;
   // Sequence parallelism off and on wherever tp > 1 (off at tp 1); else base's.
   bool vary_sequence_parallel = false;
+  // Context parallelism: every cp dividing the GPUs left by tp x pp (dp = the rest), with
+  // ring and all-to-all attention where check_consistency takes them (the sequence, and
+  // for all-to-all the heads, divide); else base's cp and cp_algorithm.
+  bool vary_context_parallel = false;
 };
 
 // Other plan fields (ep, overlap, and zero, sequence_parallel and recompute unless
-// varied) are taken from `base`. The order is deterministic: tp, pp, micro-batch size
+// varied) are taken from `base`. The order is deterministic: tp, pp, cp (ring before
+// all-to-all), micro-batch size
 // ascending, then the schedules in order, then ZeRO, sequence parallelism (off first)
 // and recompute (none, selective, full) ascending.
 std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOptions& options = {});

@@ -5,7 +5,7 @@
 namespace clustersim {
 
 Seconds TimeBreakdown::total() const {
-  return compute_forward + compute_backward + compute_recompute + tp_comm_exposed + ep_comm_exposed +
+  return compute_forward + compute_backward + compute_recompute + tp_comm_exposed + ep_comm_exposed + cp_comm_exposed +
          pp_comm_exposed + bubble + dp_comm_exposed + optimizer + host_bound;
 }
 
@@ -67,6 +67,7 @@ nlohmann::json to_json(const Prediction& e) {
     st.emplace("recompute_s", s.recompute);
     st.emplace("tp_comm_s", s.tp_comm);
     st.emplace("ep_comm_s", s.ep_comm);
+    st.emplace("cp_comm_s", s.cp_comm);
     st.emplace("p2p_s", s.p2p);
     st.emplace("zero3_gather_s", s.zero3_gather);
     st.emplace("per_micro_batch_s", s.per_micro_batch());
@@ -84,6 +85,7 @@ nlohmann::json to_json(const Prediction& e) {
   breakdown.emplace("compute_recompute_s", b.compute_recompute);
   breakdown.emplace("tp_comm_exposed_s", b.tp_comm_exposed);
   breakdown.emplace("ep_comm_exposed_s", b.ep_comm_exposed);
+  breakdown.emplace("cp_comm_exposed_s", b.cp_comm_exposed);
   breakdown.emplace("pp_comm_exposed_s", b.pp_comm_exposed);
   breakdown.emplace("bubble_s", b.bubble);
   breakdown.emplace("dp_comm_exposed_s", b.dp_comm_exposed);
@@ -136,6 +138,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
   bd.compute_recompute = b.at("compute_recompute_s").get<double>();
   bd.tp_comm_exposed = b.at("tp_comm_exposed_s").get<double>();
   bd.ep_comm_exposed = b.at("ep_comm_exposed_s").get<double>();
+  bd.cp_comm_exposed = b.value("cp_comm_exposed_s", 0.0);  // absent before context parallelism
   bd.pp_comm_exposed = b.at("pp_comm_exposed_s").get<double>();
   bd.bubble = b.at("bubble_s").get<double>();
   bd.dp_comm_exposed = b.at("dp_comm_exposed_s").get<double>();
@@ -160,6 +163,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
     st.recompute = s.at("recompute_s").get<double>();
     st.tp_comm = s.at("tp_comm_s").get<double>();
     st.ep_comm = s.at("ep_comm_s").get<double>();
+    st.cp_comm = s.value("cp_comm_s", 0.0);
     st.p2p = s.at("p2p_s").get<double>();
     st.zero3_gather = s.at("zero3_gather_s").get<double>();
     st.dp_exposed = s.at("dp_exposed_s").get<double>();

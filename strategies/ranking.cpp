@@ -45,7 +45,9 @@ std::string split_label(const PlanSpec& p) {
 }
 
 std::string manual_label(const PlanSpec& p, i64 micro_batch, Recompute rc, i64 global_batch) {
-  std::string out = fmt::format("dp {} x tp {} x pp {}, {}{}", p.dp, p.tp, p.pp, schedule_label(p), split_label(p));
+  std::string out = fmt::format("dp {} x tp {} x pp {}{}, {}{}", p.dp, p.tp, p.pp,
+                                p.cp > 1 ? fmt::format(" x cp {} ({})", p.cp, to_string(p.cp_algorithm)) : std::string(),
+                                schedule_label(p), split_label(p));
   if (p.ep > 1) out += fmt::format(", ep {}", p.ep);
   out += p.zero > 0 ? fmt::format(", ZeRO-{}", p.zero) : std::string();
   if (p.sequence_parallel && p.tp > 1) out += ", SP";
@@ -63,7 +65,7 @@ std::string alpa_label(const search::SearchPlan& p) {
 bool same_knobs(const PlanSpec& a, const PlanSpec& b) {
   return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp && a.ep == b.ep && a.schedule == b.schedule &&
          a.virtual_stages == b.virtual_stages && a.zero == b.zero && a.sequence_parallel == b.sequence_parallel &&
-         a.overlap_grad_reduce == b.overlap_grad_reduce;
+         a.overlap_grad_reduce == b.overlap_grad_reduce && a.cp == b.cp && (a.cp == 1 || a.cp_algorithm == b.cp_algorithm);
 }
 
 // One plan of the pool: what ranking needs, the rest is computed for the rows shown.
@@ -99,6 +101,7 @@ Ranking rank_plans(const Scenario& s, const RankOptions& options) {
   space.vary_zero = true;
   space.vary_recompute = true;
   space.vary_sequence_parallel = true;
+  space.vary_context_parallel = true;
   const std::vector<PlanPoint> points = enumerate_plans(base, space);
   out.manual_space = points.size();
   const Estimator est = make_estimator(base);

@@ -19,7 +19,7 @@ WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, i64
   return m;
 }
 
-GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64 dp) {
+GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64 dp, i64 shard) {
   GradientSync s;
   if (dp <= 1 || params <= 0) return s;
   s.reduce_bytes = params * r.grad_comm_bytes;
@@ -27,7 +27,17 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64
   s.reduce = Collective::reduce_scatter;
   if (zero < 3) s.gather_bytes = params * r.gather_bytes;
   else s.gather_per_pass = params * r.gather_bytes;
+  if (shard >= 1 && shard < dp) s.replica_reduce_bytes = params / double(shard) * r.grad_comm_bytes;
   return s;
+}
+
+i64 gradient_ranks(const PlanSpec& p) { return p.dp * std::max<i64>(1, p.cp); }
+
+i64 shard_group_size(const FrameworkSpec& f, const PlanSpec& p, i64 dp_per_node) {
+  const i64 ranks = gradient_ranks(p);
+  if (!f.hybrid()) return ranks;
+  const i64 shard = f.shard_size > 0 ? f.shard_size : dp_per_node;
+  return std::clamp<i64>(shard, 1, ranks);
 }
 
 double updated_params(double params, int zero, i64 dp) {
@@ -263,7 +273,9 @@ Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 
 
 void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule) {
   // A stage's forward with half of its communication (the other half runs in backward).
-  const auto forward_of = [](const StagePrediction& st) { return st.forward + (st.tp_comm + st.ep_comm + st.p2p) / 2; };
+  const auto forward_of = [](const StagePrediction& st) {
+    return st.forward + (st.tp_comm + st.ep_comm + st.cp_comm + st.p2p) / 2;
+  };
   e.breakdown = TimeBreakdown{};
   if (e.stages.empty()) return;
   std::size_t crit = 0, tail_stage = 0;  // the slowest stage (first of equals); the longest sync + step
@@ -288,34 +300,69 @@ void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule) {
   bd.compute_recompute = md * c.recompute;
   bd.tp_comm_exposed = md * c.tp_comm;
   bd.ep_comm_exposed = md * c.ep_comm;
+  bd.cp_comm_exposed = md * c.cp_comm;
   bd.pp_comm_exposed = md * c.p2p;
   bd.bubble = pipeline - md * c.per_micro_batch();
   bd.dp_comm_exposed = md * c.zero3_gather + e.stages[tail_stage].dp_exposed;
   bd.optimizer = e.stages[tail_stage].optimizer;
   for (const auto& st : e.stages)
-    bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + st.tp_comm / 2 + st.ep_comm / 2,
-                                                            st.backward + st.recompute + st.tp_comm / 2 + st.ep_comm / 2,
+    bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + (st.tp_comm + st.ep_comm + st.cp_comm) / 2,
+                                                            st.backward + st.recompute + (st.tp_comm + st.ep_comm + st.cp_comm) / 2,
                                                             st.host_forward, st.host - st.host_forward, m));
   e.iteration_time = pipeline + tail + bd.host_bound;
 }
 
-i64 plan_rank(i64 dp, i64 tp, i64 stage, i64 replica, i64 tp_rank) {
-  return stage * dp * tp + replica * tp + tp_rank;
-}
+i64 plan_rank(i64 dp, i64 tp, i64 stage, i64 replica, i64 tp_rank) { return plan_rank(dp, tp, 1, stage, replica, 0, tp_rank); }
 
 PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p) {
   PlanGroups g;
   const i64 gpn = c.gpus_per_node;
+  const i64 cp = std::max<i64>(1, p.cp), ranks = gradient_ranks(p);
   g.tp = {p.tp, std::min(p.tp, gpn)};
-  const i64 dp_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.dp, gpn / p.tp));
-  g.dp = {p.dp, dp_local};
+  // The gradient group: dp x cp ranks, tp apart (cp innermost), as many per node as fit.
+  const i64 dp_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(ranks, gpn / p.tp));
+  g.dp = {ranks, dp_local};
   g.dp_share = double(dp_local) / double(gpn);
-  const i64 ep_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(p.ep, gpn / p.tp));
+  // Expert-parallel ranks are data-parallel ranks: tp x cp apart.
+  const i64 ep_local = p.tp * cp >= gpn ? 1 : std::max<i64>(1, std::min(p.ep, gpn / (p.tp * cp)));
   g.ep = {p.ep, ep_local};
   g.ep_share = double(ep_local) / double(gpn);
-  g.pp_cross_node = p.dp * p.tp >= gpn;
-  g.ends_cross_node = p.dp * p.tp * p.pp > gpn;
+  g.pp_cross_node = ranks * p.tp >= gpn;
+  g.ends_cross_node = ranks * p.tp * p.pp > gpn;
   return g;
+}
+
+i64 plan_rank(i64 dp, i64 tp, i64 cp, i64 stage, i64 replica, i64 cp_rank, i64 tp_rank) {
+  return ((stage * dp + replica) * cp + cp_rank) * tp + tp_rank;
+}
+
+ContextGroups context_groups(const ClusterModel& c, const PlanSpec& p) {
+  ContextGroups g;
+  const i64 gpn = c.gpus_per_node, cp = std::max<i64>(1, p.cp);
+  const i64 local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(cp, gpn / p.tp));
+  g.cp = {cp, local, p.tp};
+  g.cp_share = double(local) / double(gpn);
+  return g;
+}
+
+Seconds ring_attention_exposed(Seconds send, Seconds attention_step, i64 steps, const OverlapInterference& f) {
+  if (steps <= 0) return 0;
+  return double(steps) * overlap_exposed(attention_step, send, f);
+}
+
+HybridGroups hybrid_groups(const Group& dp, i64 shard, i64 gpus_per_node) {
+  HybridGroups h;
+  shard = std::clamp<i64>(shard, 1, dp.size);
+  const i64 replicas = dp.size / shard;
+  const i64 shard_local = std::min(shard, dp.per_node);
+  // Members of a replica group are `shard` gradient-group members apart: several share a
+  // node only when a node holds more than one shard group.
+  const i64 replica_local = std::max<i64>(1, std::min(replicas, dp.per_node / shard));
+  h.shard = {shard, shard_local, dp.stride};
+  h.replicas = {replicas, replica_local, dp.stride * shard};
+  h.shard_share = double(shard_local) / double(gpus_per_node);
+  h.replica_share = double(replica_local) / double(gpus_per_node);
+  return h;
 }
 
 }  // namespace clustersim

@@ -35,14 +35,29 @@ WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, std
 // gradients and, after the step, an all-gather of the updated weights. ZeRO-3: the
 // reduce-scatter, and an all-gather of each block's weights before its forward and again
 // before its backward of every micro-batch (`gather_per_pass`).
+//
+// Hybrid sharding (HSDP: FSDP's HYBRID_SHARD, FSDP2's 2-D mesh; `shard` < dp): the ZeRO
+// shards span groups of `shard` GPUs, replicated dp / shard times. The reduce-scatter and
+// the parameter gathers stay inside the shard group; the reduced shard (1/shard of the
+// gradients) is then all-reduced across the groups (`replica_reduce_bytes`). `shard` 0
+// or dp: plain sharding over dp.
 struct GradientSync {
   Collective reduce = Collective::all_reduce;
-  Bytes reduce_bytes = 0;     // once per iteration
+  Bytes reduce_bytes = 0;     // once per iteration (over the shard group)
   Bytes gather_bytes = 0;     // ZeRO-1/2: once per iteration, after the step
   Bytes gather_per_pass = 0;  // ZeRO-3: before every forward and every backward pass
+  Bytes replica_reduce_bytes = 0;  // HSDP: all-reduce of the shard across the groups
   bool active() const { return reduce_bytes > 0; }
 };
-GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std::int64_t dp);
+GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std::int64_t dp, std::int64_t shard = 0);
+
+// The GPUs a plan's gradients are reduced over and its ZeRO shards span: Megatron-Core
+// reduces gradients (and shards its distributed optimizer) over the data- and context-
+// parallel ranks together, dp x cp (the cp GPUs hold the same weights).
+std::int64_t gradient_ranks(const PlanSpec& p);
+// The ZeRO shard group of a plan: gradient_ranks, or under pytorch-fsdp's hybrid sharding
+// the framework's shard_size (default: the data-parallel GPUs of one node, `dp_per_node`).
+std::int64_t shard_group_size(const FrameworkSpec& f, const PlanSpec& p, std::int64_t dp_per_node);
 
 // Parameters whose optimizer step one GPU runs: all it holds, or 1/dp of them under ZeRO >= 1.
 double updated_params(double params, int zero, std::int64_t dp);
@@ -262,5 +277,35 @@ struct PlanGroups {
   bool ends_cross_node = false;       // the first and last stage sit on different nodes
 };
 PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p);
+// ---------------------------------------------------------------------------------------
+// Context parallelism (plan.cp) and hybrid sharding.
+// ---------------------------------------------------------------------------------------
+// Megatron-Core's rank order with context parallelism: tensor-parallel ranks innermost,
+// then context-parallel, then data-parallel, then pipeline stages (tp-cp-dp-pp).
+std::int64_t plan_rank(std::int64_t dp, std::int64_t tp, std::int64_t cp, std::int64_t stage, std::int64_t replica,
+                       std::int64_t cp_rank, std::int64_t tp_rank);
+// The context-parallel group of a plan (cp GPUs, tp apart) and the share of a node's
+// NICs it gets. In plan_groups, `dp` is the group gradients are reduced over: dp x cp.
+struct ContextGroups {
+  Group cp;
+  double cp_share = 1;
+};
+ContextGroups context_groups(const ClusterModel& c, const PlanSpec& p);
+// Ring attention's exposed communication in one pass of one attention op: the K, V block
+// (backward: with the partial dK, dV) goes to the next GPU of the ring in `steps` = cp - 1
+// sends, each launched as the GPU starts the attention of the block in hand (the first
+// send beside the GPU's own block, as TransformerEngine's AttnFuncWithCPAndKVP2P does), so
+// each step exposes what the send takes beyond one block's attention, `attention_step`
+// (overlap_exposed: max(0, send - attention_step) with factors of 1).
+Seconds ring_attention_exposed(Seconds send, Seconds attention_step, std::int64_t steps,
+                               const OverlapInterference& f = OverlapInterference{});
+// HSDP's groups inside the gradient group `dp` (ranks, per node, stride): the shard group
+// (`shard` consecutive members) and the replica group (one member of each shard group,
+// `shard` members apart), each with its share of a node's NICs.
+struct HybridGroups {
+  Group shard, replicas;
+  double shard_share = 1, replica_share = 1;
+};
+HybridGroups hybrid_groups(const Group& dp, std::int64_t shard, std::int64_t gpus_per_node);
 
 }  // namespace clustersim
