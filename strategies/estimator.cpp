@@ -115,6 +115,12 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const PlanGroups groups = plan_groups(cluster_, plan);
   const i64 p = plan.pp;
   const i64 v = plan.schedule == Schedule::interleaved ? plan.virtual_stages : 1;
+  // DualPipe: each rank runs two model chunks, stage s and stage p-1-s, and holds both.
+  const bool dual = plan.schedule == Schedule::dualpipe;
+  const i64 chunks = dual ? 2 : v, copies = model_copies(plan.schedule);
+  // A stage's data-parallel group: its dp replicas times the copies of its parameters.
+  Group dp_group = groups.dp;
+  dp_group.size *= copies;
   const i64 t = plan.tp;
   const bool sp = plan.sequence_parallel && t > 1;
   const i64 m = training_.global_batch / (plan.dp * micro_batch);
@@ -130,7 +136,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     const Group pair{2, groups.pp_cross_node ? 1 : 2};
     Seconds one = collective_time(cluster_, Collective::send_recv, send.per_rank, pair, 1.0);
     if (send.gather_after > 0) one += collective_time(cluster_, Collective::all_gather, send.gather_after, groups.tp, 1.0);
-    p2p = double(pipeline_sends_per_micro_batch(v)) * one;
+    p2p = double(pipeline_sends_per_micro_batch(chunks)) * one;
   }
 
   Prediction e;
@@ -149,8 +155,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     StagePrediction st;
     st.first_layer = static_cast<int>(first_of[static_cast<std::size_t>(s)]);
     blocks.clear();
-    for (i64 c = 0; c < v; ++c) {
-      const auto vs = static_cast<std::size_t>(c * p + s);
+    for (i64 c = 0; c < chunks; ++c) {
+      const auto vs = static_cast<std::size_t>(dual ? dualpipe_stage(p, s, int(c)) : c * p + s);
       if (vs == 0) blocks.insert(blocks.end(), g.pre.begin(), g.pre.end());
       for (i64 l = first_of[vs]; l < first_of[vs] + per_vstage[vs]; ++l) blocks.push_back(g.layers[static_cast<std::size_t>(l)]);
       if (vs + 1 == per_vstage.size()) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
@@ -193,16 +199,16 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     // Memory of this stage.
     const double P = st.params_per_gpu;
     st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
-                              plan.zero, plan.dp, m, ddp_buckets(training_.framework, plan.dp), expert_params,
-                              plan.dp / std::max<i64>(1, plan.ep)},
+                              plan.zero, plan.dp * copies, m, ddp_buckets(training_.framework, plan.dp), expert_params,
+                              plan.dp * copies / std::max<i64>(1, plan.ep)},
                              rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
-    const GradientSync sync = gradient_sync(P, rules_, plan.zero, plan.dp);
+    const GradientSync sync = gradient_sync(P, rules_, plan.zero, plan.dp * copies);
     Seconds reduce = 0, gather = 0;
-    if (sync.active()) reduce = collective_time(cluster_, sync.reduce, sync.reduce_bytes, groups.dp, groups.dp_share);
+    if (sync.active()) reduce = collective_time(cluster_, sync.reduce, sync.reduce_bytes, dp_group, groups.dp_share);
     if (sync.gather_bytes > 0)
-      gather = collective_time(cluster_, Collective::all_gather, sync.gather_bytes, groups.dp, groups.dp_share);
+      gather = collective_time(cluster_, Collective::all_gather, sync.gather_bytes, dp_group, groups.dp_share);
     if (const Bytes tied = tied_embedding_sync_bytes(g.tied_params, t, p, rules_); tied > 0 && (s == 0 || s == p - 1))
       reduce += groups.ends_cross_node
                     ? collective_time(cluster_, Collective::all_reduce, tied, Group{2, 1}, 1.0 / double(cluster_.gpus_per_node))
@@ -210,19 +216,20 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     st.dp_exposed = reduce + gather;
     // Buckets reduce while the last micro-batch runs backward; parameter gathers of
     // ZeRO-1/2 overlap the next forward.
-    if (plan.overlap_grad_reduce && plan.dp > 1)
+    if (plan.overlap_grad_reduce && plan.dp * copies > 1)
       st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
                                               gradient_bucket_elements(training_.framework, rules_),
                                               cluster_.gpu.interference);
-    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp), rules_);
+    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp * copies), rules_);
     e.stages.push_back(st);
   }
 
-  compose_iteration(e, m, v, plan.schedule);
+  compose_iteration(e, m, v, plan.schedule, cluster_.gpu.interference);
   const double md = double(m);
 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work.
-  e.hardware_flops = flops_per_mb * double(t) * dp * md;
+  // (DualPipe's ranks each hold two stages: the sum over ranks counts every layer twice.)
+  e.hardware_flops = flops_per_mb / double(copies) * double(t) * dp * md;
   e.model_flops = totals(micro_batch).model_flops * dp * md;
   e.finish({training_.global_batch, g.tokens_per_sample, cluster_.total_gpus(), cluster_.gpu.peak(rules_.compute),
             cluster_.gpu.status, cluster_.gpus_per_node});
