@@ -220,7 +220,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
                                               gradient_bucket_elements(training_.framework, rules_),
                                               cluster_.gpu.interference);
-    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp * copies), rules_);
+    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp * copies), rules_) +
+                   fp8_weight_cast(km, plan.zero >= 3 ? P / double(plan.dp * copies) : P, rules_);
     e.stages.push_back(st);
   }
 

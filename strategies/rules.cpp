@@ -80,6 +80,11 @@ Seconds optimizer_step_marginal(const KernelModel& km, double params, const Prec
 
 Seconds optimizer_step_fixed(const KernelModel& km) { return km.memory_fixed(kOptimizerKernels, MemoryKind::optimizer); }
 
+Seconds fp8_weight_cast(const KernelModel& km, double params_held, const PrecisionRules& r) {
+  if (r.weight_gemm != DType::fp8 || params_held <= 0) return 0.0;
+  return km.memory_stream(params_held * (r.weight_bytes + 2.0), MemoryKind::elementwise);
+}
+
 Recompute block_recompute(Recompute requested, bool is_layer) { return is_layer ? requested : Recompute::none; }
 
 bool op_recomputed(const Op& op, Recompute rc, bool in_repeated_layer) {

@@ -85,6 +85,13 @@ Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward
 Seconds optimizer_step(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_marginal(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_fixed(const KernelModel& km);
+// Transformer Engine (mixed-fp8) casts each weight to fp8 with its transpose once per step,
+// at the first micro-batch (is_first_microbatch), and caches both across micro-batches: of
+// every weight the GPU holds (ZeRO-1/2 do not shard it), read 2 bytes and write 1 + 1, as a
+// memory-bound stream (a fused cast-transpose kernel per weight). 0 without fp8 GEMMs.
+// Charged with the optimizer step (once per iteration); affine with no fixed part, so a
+// consumer summing it per op gets the same total.
+Seconds fp8_weight_cast(const KernelModel& km, double params_held, const PrecisionRules& r);
 
 // ---------------------------------------------------------------------------------------
 // Activations.

@@ -167,6 +167,23 @@ TEST_CASE("optimizer step: (step + gradient) bytes per parameter in 8 kernels, a
   CHECK(parts == Approx(expected).epsilon(1e-9));
 }
 
+TEST_CASE("fp8 weight cast: Transformer Engine's per-step cast and transpose of every held weight, 4 bytes each", "[rules][fp8]") {
+  const GpuProfile gpu = *find_gpu_profile("h100-sxm5-80gb");
+  const KernelModel km(gpu);
+  const double P = 1e9;
+  const PrecisionRules fp8 = precision_rules(Precision::mixed_fp8, OptimizerKind::adam);
+  // Read the bf16 weight (2), write the fp8 weight and its transpose (1 + 1).
+  const double expected = km.memory_stream(4 * P, MemoryKind::elementwise);
+  show("mixed-fp8, 1e9 held parameters: 4 bytes each, streamed", expected, fp8_weight_cast(km, P, fp8));
+  CHECK(fp8_weight_cast(km, P, fp8) == Approx(expected).epsilon(1e-12));
+  CHECK(fp8_weight_cast(km, 0.25 * P, fp8) + fp8_weight_cast(km, 0.75 * P, fp8) == Approx(expected).epsilon(1e-12));
+  CHECK(fp8_weight_cast(km, P, kMixed) == 0);
+  // The cached fp8 weight and transpose: 2 bytes per parameter of memory.
+  CHECK(fp8.autocast_copy_bytes == 2);
+  CHECK(fp8.weight_gemm == DType::fp8);
+  CHECK(fp8.master_bytes == 4);  // fp32 master weights behind bf16 ones, as mixed-bf16
+}
+
 TEST_CASE("kept activations per recompute mode (Korthikanti et al. 2022)", "[rules]") {
   const double all = 34, core = 5, boundary = 2, transient = 3;
   const KeptActivations none = kept_activations(Recompute::none, all, core, boundary, transient);
