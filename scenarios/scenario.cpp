@@ -41,10 +41,11 @@ constexpr NameTable<Fabric, 3> fabric_names{
 constexpr NameTable<Topology, 3> topology_names{{{Topology::fat_tree, "fat-tree"},
                                                  {Topology::leaf_spine, "leaf-spine"},
                                                  {Topology::rail_optimized, "rail-optimized"}}};
-constexpr NameTable<Schedule, 4> schedule_names{{{Schedule::gpipe, "gpipe"},
+constexpr NameTable<Schedule, 5> schedule_names{{{Schedule::gpipe, "gpipe"},
                                                  {Schedule::one_f_one_b, "1f1b"},
                                                  {Schedule::interleaved, "interleaved"},
-                                                 {Schedule::zb_h1, "zb-h1"}}};
+                                                 {Schedule::zb_h1, "zb-h1"},
+                                                 {Schedule::dualpipe, "dualpipe"}}};
 
 constexpr NameTable<Framework, 5> framework_names{{{Framework::megatron, "megatron"},
                                                    {Framework::pytorch, "pytorch"},
@@ -393,6 +394,32 @@ std::int64_t pipeline_blocks(const ModelSpec& m) {
 }
 
 // Rules that tie sections together. Each message names the field to change.
+namespace {
+
+// DualPipe as deepseek-ai/DualPipe's step() asserts it: an even number of ranks, and an even
+// number of micro-batches (half enter from each end), at least 2 pp of them so that both
+// directions reach their steady state.
+void check_dualpipe(const PlanSpec& p, const TrainingSpec& t, Diagnostics& diag) {
+  if (p.schedule != Schedule::dualpipe) return;
+  if (p.pp < 2 || p.pp % 2 != 0)
+    diag.error("/plan/pp", fmt::format("dualpipe needs an even pp >= 2 (two directions, each rank holding a stage of "
+                                       "each), got {}",
+                                       p.pp));
+  if (p.pp >= 2 && p.dp && t.micro_batch) {
+    const std::int64_t mb = t.global_batch / (p.dp * t.micro_batch);
+    if (mb < 2 * p.pp || mb % 2 != 0)
+      diag.error("/training/global_batch",
+                 fmt::format("dualpipe needs an even number of micro-batches, at least 2 pp = {} (half enter from each "
+                             "end), got {}; use 1f1b or zb-h1",
+                             2 * p.pp, mb));
+  }
+  if (p.zero >= 3)
+    diag.error("/plan/zero", "dualpipe with ZeRO-3 is not modelled (per-pass weight gathers of two model copies "
+                             "around a split backward); use zero 0-2");
+}
+
+}  // namespace
+
 void check_consistency(const Scenario& s, Diagnostics& diag) {
   const auto& m = s.model;
   const auto& t = s.training;
@@ -523,6 +550,7 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     diag.error("/plan/schedule", "zb-h1 with ZeRO-3 is not modelled (the per-pass weight gathers around a split "
                                  "backward); use zero 0-2 or the 1f1b schedule");
   if (!p.searched()) check_context_parallel(s, diag);
+  check_dualpipe(p, t, diag);
   if (m.has_experts()) {
     if (m.family == ModelFamily::llama_moe && m.expert_ffn_hidden % p.tp != 0)
       diag.error("/plan/tp", fmt::format("expert_ffn_hidden ({}) must be divisible by tp ({})", m.expert_ffn_hidden, p.tp));

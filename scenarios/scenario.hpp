@@ -30,7 +30,12 @@ enum class Topology { fat_tree, leaf_spine, rail_optimized };
 // zb_h1: zero-bubble ZB-H1 (Qi et al., ICLR 2024): 1F1B with each backward split into its
 // input gradient (B, on the critical path) and its weight gradient (W, deferred to fill the
 // bubbles), at 1F1B's activation memory.
-enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1 };
+// dualpipe: DeepSeek-V3's bidirectional schedule (arXiv 2412.19437 Sec. 3.2.1; the
+// deepseek-ai/DualPipe code): micro-batches enter from both ends, each GPU holds two
+// stages (one per direction) and overlaps a forward chunk of one direction with a
+// backward chunk of the other, so that one's communication hides behind the other's
+// compute; backward splits into input and weight gradients as in ZB-H1.
+enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, dualpipe };
 // The training software: what it launches and how it syncs (see FrameworkSpec).
 enum class Framework { megatron, pytorch, pytorch_ddp, pytorch_fsdp, pytorch_tp };
 enum class ElementType { fp32, bf16, fp16 };

@@ -61,6 +61,9 @@ struct Replay::Impl {
     int dp_in_flight = 0;
     bool comm_busy = false;
     sg4::ConditionVariablePtr rate_cv = sg4::ConditionVariable::create();
+    // DualPipe: the GPU, held by a compute segment, so that the two chunks of an overlapped
+    // pair compute one at a time while either one's collectives run.
+    sg4::MutexPtr gpu = sg4::Mutex::create();
     GroupStats st;
   };
 
@@ -89,6 +92,10 @@ struct Replay::Impl {
   std::vector<sg4::BarrierPtr> dp_barrier, ep_barrier, tied_barrier;
   bool interfere = false;  // measured factors and a communication stream
   std::vector<StageCompute> stage_compute;
+  // DualPipe: the expert all-to-alls of the second chunk of an overlapped pair (lane 1)
+  // meet at barriers of their own, the first chunk's and unpaired ones at ep_barrier.
+  std::vector<sg4::BarrierPtr> ep_barrier_pair;
+  bool dual() const { return plan.schedule == Schedule::dualpipe; }
 
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
@@ -271,7 +278,7 @@ struct Replay::Impl {
     }
   }
 
-  void run_segment(Group& g, const Segment& seg, i64 mb) {
+  void run_segment(Group& g, const Segment& seg, i64 mb, int lane = 0) {
     if (seg.context.active()) {
       const double host_start = g.host_clock;
       g.host_clock += seg.host;
@@ -287,8 +294,10 @@ struct Replay::Impl {
     g.host_clock += seg.host;
     wait_for_host(g, host_start);
     if (seg.compute > 0) {
+      if (dual()) g.gpu->lock();
       const double t0 = now();
       const Seconds took = compute(g, seg.compute);
+      if (dual()) g.gpu->unlock();
       ++g.st.compute_activities;
       (seg.work == Work::forward ? g.st.forward : seg.work == Work::backward ? g.st.backward : g.st.recompute) +=
           seg.compute;
@@ -316,18 +325,33 @@ struct Replay::Impl {
       slice(g, Stream::tp_comm, label, t0, now());
     } else {
       const i64 first = g.replica / plan.ep * plan.ep;
-      across_replicas(g, ep_barrier[static_cast<std::size_t>(g.stage * (plan.dp / plan.ep) + g.replica / plan.ep)],
-                      first, plan.ep, seg.comm.kind, seg.comm.bytes, label, g.st.ep_comm, Stream::ep_comm, false);
+      across_replicas(g, (lane == 0 ? ep_barrier : ep_barrier_pair)[static_cast<std::size_t>(g.stage * (plan.dp / plan.ep) + g.replica / plan.ep)],
+                      first, plan.ep, seg.comm.kind, seg.comm.bytes, label, g.st.ep_comm, Stream::ep_comm);
     }
   }
 
   // Pipeline send of the activation (forward) or its gradient (backward) of model chunk
   // `chunk` to the neighbouring virtual stage (rules.hpp pipeline_send: each
   // tensor-parallel GPU sends its share; the receiver may all-gather on arrival).
+  // Whether model chunk `chunk` of stage s has a previous (next) virtual stage to receive
+  // from (send to) forward; DualPipe's chunk 1 runs from the last rank to the first.
+  bool has_prev(i64 s, i64 chunk) const {
+    if (dual()) return chunk == 0 ? s > 0 : s < plan.pp - 1;
+    return chunk * plan.pp + s > 0;
+  }
+  bool has_next(i64 s, i64 chunk) const {
+    if (dual()) return chunk == 0 ? s < plan.pp - 1 : s > 0;
+    return chunk * plan.pp + s < plan.pp * plan.virtual_stages - 1;
+  }
+
   void send(Group& g, bool forward, i64 chunk, i64 mb) {
     const i64 p = plan.pp;
     const i64 vs = chunk * p + g.stage + (forward ? 1 : -1);
-    const i64 to_stage = vs % p, to_chunk = vs / p;
+    i64 to_stage = vs % p, to_chunk = vs / p;
+    if (dual()) {
+      to_stage = g.stage + ((chunk == 0) == forward ? 1 : -1);
+      to_chunk = chunk;
+    }
     const Bytes bytes = plan.stages[static_cast<std::size_t>(g.stage)].chunks[static_cast<std::size_t>(chunk)].send.per_rank;
     const double t0 = now();
     CollectiveCall call{Collective::send_recv, bytes, {}, 
@@ -389,11 +413,11 @@ struct Replay::Impl {
   }
 
   void run_pass(Group& g, const std::vector<Segment>& pass, std::int64_t mb, std::int64_t first_gather,
-                const std::function<void(const Segment&)>& after) {
+                const std::function<void(const Segment&)>& after, int lane = 0) {
     std::int64_t gather = first_gather;
     for (const auto& seg : pass) {
       if (first_gather >= 0 && seg.gather_params > 0) wait_gather(g, gather++);
-      run_segment(g, seg, mb);
+      run_segment(g, seg, mb, lane);
       if (after) after(seg);
     }
   }
@@ -443,8 +467,10 @@ struct Replay::Impl {
     double pending_params = 0;
     // Gradients are complete after the last micro-batch's backward (ZB-H1: its weight pass);
     // buckets are handed to the communication stream as they fill.
+    // (DualPipe: each chunk's last micro-batch is m/2 - 1 of its direction.)
+    const i64 last_mb = dual() ? m / 2 - 1 : m - 1;
     const auto on_gradients = [&](const WorkItem& w) {
-      return [&, last_pass = w.micro_batch == m - 1](const Segment& seg) {
+      return [&, last_pass = w.micro_batch == last_mb](const Segment& seg) {
         if (overlap && last_pass && seg.grad_params > 0) {
           pending_params += seg.grad_params;
           if (pending_params >= gradient_bucket_elements(plan.framework, plan.precision)) {
@@ -454,27 +480,59 @@ struct Replay::Impl {
         }
       };
     };
-    for (const WorkItem& w : schedule_order(plan.schedule, p, v, m, g.stage, plan.microbatch_group)) {
+    // An item: receive its input, compute, send its output. DualPipe's F&B pair receives
+    // both inputs first and sends both outputs after both computed (DualPipe's
+    // _forward_backward_chunk); in between, the backward runs on a second actor beside the
+    // forward: they share the GPU (one compute segment at a time) but not the links.
+    const auto receive_item = [&](const WorkItem& w) {
+      if (w.weight) return;
+      if (w.forward ? has_prev(g.stage, w.chunk) : has_next(g.stage, w.chunk)) receive(g, w.forward, w.chunk, w.micro_batch);
+    };
+    const auto send_item = [&](const WorkItem& w) {
+      if (w.weight) return;
+      if (w.forward ? has_next(g.stage, w.chunk) : has_prev(g.stage, w.chunk)) send(g, w.forward, w.chunk, w.micro_batch);
+    };
+    // ZeRO-3 posts a pass's parameter gathers before waiting for its input.
+    const auto post_item_gathers = [&](const WorkItem& w) -> i64 {
       const ChunkProgram& chunk = prog.chunks[static_cast<std::size_t>(w.chunk)];
-      const i64 vs = w.chunk * p + g.stage;
+      return zero3 && !w.weight ? post_gathers(g, w.forward ? chunk.forward : chunk.backward) : -1;
+    };
+    const auto compute_item = [&](const WorkItem& w, int lane, i64 gathers) {
+      const ChunkProgram& chunk = prog.chunks[static_cast<std::size_t>(w.chunk)];
       if (w.weight) {
-        run_pass(g, chunk.weight_grad, w.micro_batch, -1, on_gradients(w));
+        run_pass(g, chunk.weight_grad, w.micro_batch, -1, on_gradients(w), lane);
       } else if (w.forward) {
-        const i64 gathers = zero3 ? post_gathers(g, chunk.forward) : -1;
-        if (vs > 0) receive(g, true, w.chunk, w.micro_batch);
-        run_pass(g, chunk.forward, w.micro_batch, gathers, nullptr);
+        run_pass(g, chunk.forward, w.micro_batch, gathers, nullptr, lane);
         ++in_flight[static_cast<std::size_t>(w.chunk)];
         Bytes alive = 0;
         for (i64 c = 0; c < v; ++c)
           alive += double(in_flight[static_cast<std::size_t>(c)]) * prog.chunks[static_cast<std::size_t>(c)].saved;
         g.st.peak_activations = std::max(g.st.peak_activations, alive);
-        if (vs < p * v - 1) send(g, true, w.chunk, w.micro_batch);
       } else {
-        const i64 gathers = zero3 ? post_gathers(g, chunk.backward) : -1;
-        if (vs < p * v - 1) receive(g, false, w.chunk, w.micro_batch);
-        run_pass(g, chunk.backward, w.micro_batch, gathers, on_gradients(w));
+        run_pass(g, chunk.backward, w.micro_batch, gathers, on_gradients(w), lane);
+        // DualPipe's backward chunks compute their weight gradients at once unless deferred.
+        if (dual() && !w.defer_weight) run_pass(g, chunk.weight_grad, w.micro_batch, -1, on_gradients(w), lane);
         --in_flight[static_cast<std::size_t>(w.chunk)];
-        if (vs > 0) send(g, false, w.chunk, w.micro_batch);
+      }
+    };
+    const std::vector<WorkItem> order = schedule_order(plan.schedule, p, v, m, g.stage, plan.microbatch_group);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const WorkItem& w = order[i];
+      if (w.overlap_next && i + 1 < order.size()) {
+        const WorkItem& b = order[++i];
+        receive_item(w);
+        receive_item(b);
+        sg4::ActorPtr pair = sg4::Actor::create(fmt::format("stage{}-replica{}-pair", g.stage, g.replica),
+                                                sg4::this_actor::get_host(), [&compute_item, &b] { compute_item(b, 1, -1); });
+        compute_item(w, 0, -1);  // (no ZeRO-3 under DualPipe)
+        pair->join();
+        send_item(w);
+        send_item(b);
+      } else {
+        const i64 gathers = post_item_gathers(w);
+        receive_item(w);
+        compute_item(w, 0, gathers);
+        send_item(w);
       }
     }
     // Gradient reduction, tied embeddings, optimizer step.
@@ -539,6 +597,9 @@ void Replay::start() {
   for (i64 s = 0; s < plan.pp; ++s) {
     I.dp_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.dp)));
     for (i64 e = 0; e < plan.dp / plan.ep; ++e) I.ep_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.ep)));
+    if (plan.schedule == Schedule::dualpipe)
+      for (i64 e = 0; e < plan.dp / plan.ep; ++e)
+        I.ep_barrier_pair.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.ep)));
   }
   for (i64 d = 0; d < plan.dp; ++d) I.tied_barrier.push_back(sg4::Barrier::create(2));
   for (auto& g : I.groups) {

@@ -127,6 +127,8 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   r.ep = plan.ep;
   r.cp = plan.cp;
   r.virtual_stages = plan.schedule == Schedule::interleaved ? plan.virtual_stages : 1;
+  const bool dual = plan.schedule == Schedule::dualpipe;  // two chunks: one per direction
+  const i64 chunks = dual ? 2 : r.virtual_stages;
   r.micro_batches = plan.micro_batches(s.training);
   r.microbatch_group = plan.microbatch_group_size;
   r.schedule = plan.schedule;
@@ -152,6 +154,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   r.shard = shard < ranks ? shard : 0;
   r.tied_sync_bytes = tied_embedding_sync_bytes(g.tied_params, plan.tp, plan.pp, est.precision());
   const i64 p = plan.pp, v = r.virtual_stages, L = static_cast<i64>(g.layers.size());
+  r.virtual_stages = chunks;
 
   // Layers of each virtual stage (virtual stage c*p + s is chunk c of stage s).
   std::vector<std::vector<int>> vstage_blocks(static_cast<std::size_t>(p * v));
@@ -165,8 +168,8 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
 
   for (i64 st = 0; st < p; ++st) {
     StageProgram sp;
-    for (i64 c = 0; c < v; ++c) {
-      const i64 vs = c * p + st;
+    for (i64 c = 0; c < chunks; ++c) {
+      const i64 vs = dual ? dualpipe_stage(p, st, int(c)) : c * p + st;
       ChunkProgram chunk;
       std::vector<std::pair<int, bool>> blocks;  // (block, is_layer)
       if (vs == 0)
@@ -176,7 +179,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
         for (int b : g.post) blocks.push_back({b, false});
       // Backward runs the blocks in reverse order; each block's recompute precedes its backward.
       std::vector<std::vector<Segment>> bwd_blocks, wgrad_blocks;
-      const bool split_wgrad = plan.schedule == Schedule::zb_h1;
+      const bool split_wgrad = plan.schedule == Schedule::zb_h1 || dual;
       for (const auto& [b, is_layer] : blocks) {
         bwd_blocks.emplace_back();
         wgrad_blocks.emplace_back();
@@ -218,6 +221,13 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
 }
 
 std::vector<WorkItem> schedule_order(Schedule schedule, i64 p, i64 v, i64 m, i64 s, i64 group) {
+  if (schedule == Schedule::dualpipe) {
+    std::vector<WorkItem> order;
+    for (const DualPipeStep& x : dualpipe_order(p, m, s))
+      order.push_back({x.kind == DualPipeStep::Kind::forward, x.direction, x.micro_batch,
+                       x.kind == DualPipeStep::Kind::weight, x.defer_weight, x.overlap_next});
+    return order;
+  }
   if (schedule == Schedule::zb_h1) {
     // Zero-bubble ZB-H1 (sail-sg/zero-bubble-pipeline-parallelism, its DeepSpeed schedule
     // ZeroBubbleH1Pipeline): 1F1B's p-s-1 warm-up forwards; then s pairs (F, B) whose weight

@@ -40,8 +40,8 @@ struct Segment {
 
 struct ChunkProgram {
   std::vector<Segment> forward, backward;  // backward includes the recompute, first
-  // ZB-H1: the weight gradients, split off backward (which then computes the input
-  // gradients only) and run later as a pass of their own; empty otherwise.
+  // ZB-H1, DualPipe: the weight gradients, split off backward (which then computes the
+  // input gradients only) and run later as a pass of their own; empty otherwise.
   std::vector<Segment> weight_grad;
   Bytes saved = 0;       // activations kept per micro-batch until its backward
   PipelineSend send;     // activation (and gradient) sent to the neighbouring stage
@@ -83,12 +83,16 @@ struct WorkItem {
   bool forward = true;
   std::int64_t chunk = 0, micro_batch = 0;
   bool weight = false;  // ZB-H1: the weight-gradient pass (forward is false)
+  // DualPipe (chunk = direction): a backward that leaves its weight gradients to a later
+  // weight pass; a forward that runs overlapped with the next item (a backward).
+  bool defer_weight = false, overlap_next = false;
 };
 // The order stage `stage` runs forward and backward passes in: GPipe (all forwards,
 // then all backwards), 1F1B (p-s-1 warm-up forwards, then alternating), interleaved
 // 1F1B (Megatron-LM's warm-up of 2(p-s-1) + (v-1)N chunk forwards, chunks taken in
 // groups of N micro-batches, N = `group` or p), ZB-H1 (1F1B's order with stage s's
-// first s weight passes W deferred to its drain).
+// first s weight passes W deferred to its drain), DualPipe (rules.hpp dualpipe_order;
+// chunk c is direction c: stage s for c 0, stage p-1-s for c 1).
 std::vector<WorkItem> schedule_order(Schedule schedule, std::int64_t stages, std::int64_t chunks,
                                      std::int64_t micro_batches, std::int64_t stage, std::int64_t group = 0);
 

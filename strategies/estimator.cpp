@@ -139,16 +139,23 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const PlanGroups groups = plan_groups(cluster_, plan);
   const i64 p = plan.pp;
   const i64 v = plan.schedule == Schedule::interleaved ? plan.virtual_stages : 1;
+  // DualPipe: each rank runs two model chunks, stage s and stage p-1-s, and holds both.
+  const bool dual = plan.schedule == Schedule::dualpipe;
+  const i64 chunks = dual ? 2 : v, copies = model_copies(plan.schedule);
+  // A stage's data-parallel group: its dp replicas times the copies of its parameters.
+  Group dp_group = groups.dp;
+  dp_group.size *= copies;
   const i64 t = plan.tp;
   const bool sp = plan.sequence_parallel && t > 1;
   const i64 m = training_.global_batch / (plan.dp * micro_batch);
   if (m < 1) throw std::invalid_argument("plan leaves no micro-batch per data-parallel replica");
   const double dp = double(plan.dp);
   // Gradients are reduced over dp x cp GPUs; ZeRO shards over them, or over HSDP's shard group.
-  const i64 ranks = gradient_ranks(plan);
-  const i64 shard = shard_group_size(training_.framework, plan, groups.dp.per_node);
+  // DualPipe's two copies of a stage reduce their gradients together.
+  const i64 ranks = gradient_ranks(plan) * copies;
+  const i64 shard = training_.framework.hybrid() ? shard_group_size(training_.framework, plan, groups.dp.per_node) : ranks;
   const HybridGroups hybrid = hybrid_groups(groups.dp, shard, cluster_.gpus_per_node);
-  const Group& shard_group = shard < ranks ? hybrid.shard : groups.dp;
+  const Group& shard_group = shard < ranks ? hybrid.shard : dp_group;
   const double shard_share = shard < ranks ? hybrid.shard_share : groups.dp_share;
   // Whether blocks gather their weights before each pass (ZeRO-3); checked once per plan.
   const bool gathers_per_pass = gradient_sync(1, rules_, plan.zero, ranks, shard).gather_per_pass > 0;
@@ -161,7 +168,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     const Group pair{2, groups.pp_cross_node ? 1 : 2};
     Seconds one = collective_time(cluster_, Collective::send_recv, send.per_rank, pair, 1.0);
     if (send.gather_after > 0) one += collective_time(cluster_, Collective::all_gather, send.gather_after, groups.tp, 1.0);
-    p2p = double(pipeline_sends_per_micro_batch(v)) * one;
+    p2p = double(pipeline_sends_per_micro_batch(chunks)) * one;
   }
 
   Prediction e;
@@ -180,8 +187,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     StagePrediction st;
     st.first_layer = static_cast<int>(first_of[static_cast<std::size_t>(s)]);
     blocks.clear();
-    for (i64 c = 0; c < v; ++c) {
-      const auto vs = static_cast<std::size_t>(c * p + s);
+    for (i64 c = 0; c < chunks; ++c) {
+      const auto vs = static_cast<std::size_t>(dual ? dualpipe_stage(p, s, int(c)) : c * p + s);
       if (vs == 0) blocks.insert(blocks.end(), g.pre.begin(), g.pre.end());
       for (i64 l = first_of[vs]; l < first_of[vs] + per_vstage[vs]; ++l) blocks.push_back(g.layers[static_cast<std::size_t>(l)]);
       if (vs + 1 == per_vstage.size()) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
@@ -249,15 +256,17 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
                                               gradient_bucket_elements(training_.framework, rules_),
                                               cluster_.gpu.interference);
-    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, shard), rules_);
+    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, shard), rules_) +
+                   fp8_weight_cast(km, plan.zero >= 3 ? P / double(shard) : P, rules_);
     e.stages.push_back(st);
   }
 
-  compose_iteration(e, m, v, plan.schedule);
+  compose_iteration(e, m, v, plan.schedule, cluster_.gpu.interference);
   const double md = double(m);
 
   // FLOPs: every GPU of a TP group does 1/t of the sharded work (of a CP group, 1/cp).
-  e.hardware_flops = flops_per_mb * double(t) * double(std::max<i64>(1, plan.cp)) * dp * md;
+  // (DualPipe's ranks each hold two stages: the sum over ranks counts every layer twice.)
+  e.hardware_flops = flops_per_mb / double(copies) * double(t) * double(std::max<i64>(1, plan.cp)) * dp * md;
   e.model_flops = totals(micro_batch).model_flops * dp * md;
   e.finish({training_.global_batch, g.tokens_per_sample, cluster_.total_gpus(), cluster_.gpu.peak(rules_.compute),
             cluster_.gpu.status, cluster_.gpus_per_node});

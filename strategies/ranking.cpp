@@ -25,6 +25,7 @@ std::string schedule_label(const PlanSpec& p) {
     case Schedule::one_f_one_b: return "1F1B";
     case Schedule::interleaved: return fmt::format("interleaved 1F1B v={}", p.virtual_stages);
     case Schedule::zb_h1: return "ZB-H1";
+    case Schedule::dualpipe: return "DualPipe";
   }
   return "";
 }

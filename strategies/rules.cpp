@@ -95,6 +95,11 @@ Seconds optimizer_step_marginal(const KernelModel& km, double params, const Prec
 
 Seconds optimizer_step_fixed(const KernelModel& km) { return km.memory_fixed(kOptimizerKernels, MemoryKind::optimizer); }
 
+Seconds fp8_weight_cast(const KernelModel& km, double params_held, const PrecisionRules& r) {
+  if (r.weight_gemm != DType::fp8 || params_held <= 0) return 0.0;
+  return km.memory_stream(params_held * (r.weight_bytes + 2.0), MemoryKind::elementwise);
+}
+
 Recompute block_recompute(Recompute requested, bool is_layer) { return is_layer ? requested : Recompute::none; }
 
 bool op_recomputed(const Op& op, Recompute rc, bool in_repeated_layer) {
@@ -197,6 +202,7 @@ double micro_batches_in_flight(Schedule schedule, i64 p, i64 v, i64 m, i64 s, i6
     case Schedule::gpipe: return double(m);
     case Schedule::one_f_one_b:
     case Schedule::zb_h1: return double(std::min<i64>(m, p - s));
+    case Schedule::dualpipe: return double(std::min<i64>(m, p + 1)) / 2.0;
     case Schedule::interleaved:
       if (p == 1 || v == 1) return double(std::min<i64>(m, p - s));
       return double(std::min<i64>(m * v, 2 * (p - s - 1) + (v - 1) * microbatch_group(p, group) + 1)) / double(v);
@@ -271,7 +277,54 @@ Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 
   }
 }
 
-void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule) {
+void compose_dualpipe(Prediction& e, i64 m, const OverlapInterference& f) {
+  e.breakdown = TimeBreakdown{};
+  if (e.stages.empty()) return;
+  std::vector<DualPipeChunk> chunks;
+  for (const StagePrediction& st : e.stages) {
+    const Seconds comm = (st.tp_comm + st.ep_comm + st.p2p + st.zero3_gather) / 4;  // per chunk and direction
+    chunks.push_back({st.forward / 2, comm, (st.backward + st.recompute) / 2, comm, st.weight_grad / 2});
+  }
+  std::vector<Seconds> busy;
+  const Seconds pipeline = dualpipe_makespan(chunks, m, f, &busy);
+  std::size_t crit = 0, tail_stage = 0;
+  Seconds tail = 0;
+  for (std::size_t s = 0; s < e.stages.size(); ++s) {
+    if (busy[s] > busy[crit]) crit = s;
+    const StagePrediction& st = e.stages[s];
+    if (st.dp_exposed + st.optimizer > tail) {
+      tail = st.dp_exposed + st.optimizer;
+      tail_stage = s;
+    }
+  }
+  const StagePrediction& c = e.stages[crit];
+  const double half = double(m) / 2;  // micro-batches through both chunks of a rank
+  auto& bd = e.breakdown;
+  bd.compute_forward = half * c.forward;
+  bd.compute_backward = half * c.backward;
+  bd.compute_recompute = half * c.recompute;
+  // What communication the busiest rank leaves exposed, shared out by kind.
+  const Seconds comm = c.tp_comm + c.ep_comm + c.p2p + c.zero3_gather;
+  const Seconds exposed = std::max(0.0, busy[crit] - bd.compute_forward - bd.compute_backward - bd.compute_recompute);
+  if (comm > 0) {
+    bd.tp_comm_exposed = exposed * c.tp_comm / comm;
+    bd.ep_comm_exposed = exposed * c.ep_comm / comm;
+    bd.pp_comm_exposed = exposed * c.p2p / comm;
+    bd.dp_comm_exposed = exposed * c.zero3_gather / comm;
+  }
+  bd.bubble = pipeline - busy[crit];
+  bd.dp_comm_exposed += e.stages[tail_stage].dp_exposed;
+  bd.optimizer = e.stages[tail_stage].optimizer;
+  const auto m_half = static_cast<i64>(m / 2);
+  for (const auto& st : e.stages)
+    bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + st.tp_comm / 2 + st.ep_comm / 2,
+                                                            st.backward + st.recompute + st.tp_comm / 2 + st.ep_comm / 2,
+                                                            st.host_forward, st.host - st.host_forward, m_half));
+  e.iteration_time = pipeline + tail + bd.host_bound;
+}
+
+void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule, const OverlapInterference& f) {
+  if (schedule == Schedule::dualpipe) return compose_dualpipe(e, m, f);
   // A stage's forward with half of its communication (the other half runs in backward).
   const auto forward_of = [](const StagePrediction& st) {
     return st.forward + (st.tp_comm + st.ep_comm + st.cp_comm + st.p2p) / 2;
@@ -313,6 +366,148 @@ void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule) {
 }
 
 i64 plan_rank(i64 dp, i64 tp, i64 stage, i64 replica, i64 tp_rank) { return plan_rank(dp, tp, 1, stage, replica, 0, tp_rank); }
+
+i64 model_copies(Schedule schedule) { return schedule == Schedule::dualpipe ? 2 : 1; }
+
+i64 dualpipe_stage(i64 p, i64 rank, int direction) { return direction == 0 ? rank : p - 1 - rank; }
+
+std::vector<DualPipeStep> dualpipe_order(i64 p, i64 m, i64 r) {
+  // DualPipe.step with its "phases": phase 0 is direction 0 on the first half of the ranks
+  // and direction 1 on the second half (the schedule is mirrored around the middle).
+  using K = DualPipeStep::Kind;
+  const i64 half = p / 2, h = std::min(r, p - 1 - r), chunks = m / 2;
+  const int flip = r >= half ? 1 : 0;
+  const bool middle = r == half - 1 || r == half;
+  std::vector<DualPipeStep> out;
+  i64 next_f[2] = {0, 0}, next_b[2] = {0, 0};
+  std::vector<std::pair<int, i64>> deferred;  // weight passes waiting, first in first out
+  std::size_t next_w = 0;
+  const auto F = [&](int phase, bool overlap = false) {
+    const int d = phase ^ flip;
+    out.push_back({K::forward, d, next_f[d]++, false, overlap});
+  };
+  const auto B = [&](int phase, bool zb = false) {
+    const int d = phase ^ flip;
+    if (zb) deferred.push_back({d, next_b[d]});
+    out.push_back({K::backward, d, next_b[d]++, zb, false});
+  };
+  const auto W = [&]() {
+    const auto [d, mb] = deferred.at(next_w++);
+    out.push_back({K::weight, d, mb, false, false});
+  };
+  for (i64 i = 0; i < (half - h - 1) * 2; ++i) F(0);  // step 1: nF0
+  for (i64 i = 0; i < h + 1; ++i) {                    // step 2: nF0F1
+    F(0);
+    F(1);
+  }
+  for (i64 i = 0; i < half - h - 1; ++i) {  // step 3: nB1W1F1 (zero bubble)
+    B(1, true);
+    W();
+    F(1);
+  }
+  for (i64 i = 0; i < chunks - p + h + 1; ++i) {  // step 4 (main): nF0B1F1B0
+    // The middle ranks do not overlap their first pair, to shorten the bubble.
+    F(0, !(i == 0 && middle));
+    B(1);
+    F(1, true);
+    B(0);
+  }
+  for (i64 i = 0; i < half - h - 1; ++i) {  // step 5: nB1F1B0
+    B(1);
+    F(1, true);
+    B(0);
+  }
+  bool zb = false;  // step 6: nB1B0, the second half zero bubble
+  for (i64 i = 0; i < h + 1; ++i) {
+    if (i == (h + 1) / 2 && h % 2 == 1) zb = true;
+    B(1, zb);
+    if (i == (h + 1) / 2 && h % 2 == 0) zb = true;
+    B(0, zb);
+  }
+  for (i64 i = 0; i < half - h - 1; ++i) {  // step 7: nWB0 (zero bubble)
+    W();
+    B(0, true);
+  }
+  while (next_w < deferred.size()) W();  // step 8: nW
+  return out;
+}
+
+Seconds dualpipe_pair_time(const DualPipeChunk& c, const OverlapInterference& f) {
+  const Seconds compute = c.forward + c.backward;
+  return compute + overlap_exposed(compute, c.forward_comm + c.backward_comm, f);
+}
+
+Seconds dualpipe_makespan(const std::vector<DualPipeChunk>& per_rank, i64 m, const OverlapInterference& f,
+                          std::vector<Seconds>* busy) {
+  const i64 p = static_cast<i64>(per_rank.size());
+  if (p < 2 || p % 2 != 0 || m < 2 * p || m % 2 != 0)
+    throw std::invalid_argument("dualpipe needs an even p >= 2 and an even m >= 2p");
+  using K = DualPipeStep::Kind;
+  const i64 chunks = m / 2;
+  std::vector<std::vector<DualPipeStep>> order;
+  for (i64 r = 0; r < p; ++r) order.push_back(dualpipe_order(p, m, r));
+  // done[kind][direction][stage][micro-batch]: when a chunk finished (-1: not yet).
+  const auto at = [&](int kind, int d, i64 stage, i64 mb) {
+    return static_cast<std::size_t>(((kind * 2 + d) * p + stage) * chunks + mb);
+  };
+  std::vector<Seconds> done(static_cast<std::size_t>(2 * 2 * p * chunks), -1.0);
+  std::vector<std::size_t> pos(static_cast<std::size_t>(p), 0);
+  std::vector<Seconds> clock(static_cast<std::size_t>(p), 0.0), work(static_cast<std::size_t>(p), 0.0);
+  // When a step's input is ready (or -1): a forward waits for the previous stage's forward,
+  // a backward for the next stage's backward, of the same micro-batch and direction.
+  const auto input_ready = [&](i64 r, const DualPipeStep& s) -> Seconds {
+    const i64 st = dualpipe_stage(p, r, s.direction);
+    if (s.kind == K::forward) return st == 0 ? 0.0 : done[at(0, s.direction, st - 1, s.micro_batch)];
+    if (s.kind == K::backward) return st == p - 1 ? 0.0 : done[at(1, s.direction, st + 1, s.micro_batch)];
+    return 0.0;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (i64 r = 0; r < p; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      const DualPipeChunk& c = per_rank[ri];
+      while (pos[ri] < order[ri].size()) {
+        const DualPipeStep& s = order[ri][pos[ri]];
+        const bool pair = s.overlap_next;
+        Seconds start = clock[ri];
+        const Seconds in = input_ready(r, s);
+        if (in < 0) break;
+        start = std::max(start, in);
+        Seconds length = 0;
+        if (pair) {
+          const Seconds in2 = input_ready(r, order[ri][pos[ri] + 1]);
+          if (in2 < 0) break;
+          start = std::max(start, in2);
+          length = dualpipe_pair_time(c, f);
+        } else if (s.kind == K::forward) {
+          length = c.forward + c.forward_comm;
+        } else if (s.kind == K::backward) {
+          length = c.backward + c.backward_comm - (s.defer_weight ? c.weight_grad : 0.0);
+        } else {
+          length = c.weight_grad;
+        }
+        const Seconds end = start + length;
+        for (std::size_t k = 0; k < (pair ? 2u : 1u); ++k) {
+          const DualPipeStep& x = order[ri][pos[ri] + k];
+          if (x.kind != K::weight)
+            done[at(x.kind == K::forward ? 0 : 1, x.direction, dualpipe_stage(p, r, x.direction), x.micro_batch)] = end;
+        }
+        clock[ri] = end;
+        work[ri] += length;
+        pos[ri] += pair ? 2 : 1;
+        progress = true;
+      }
+    }
+  }
+  Seconds makespan = 0;
+  for (i64 r = 0; r < p; ++r) {
+    if (pos[static_cast<std::size_t>(r)] != order[static_cast<std::size_t>(r)].size())
+      throw std::logic_error("dualpipe schedule deadlocked");
+    makespan = std::max(makespan, clock[static_cast<std::size_t>(r)]);
+  }
+  if (busy) *busy = work;
+  return makespan;
+}
 
 PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p) {
   PlanGroups g;

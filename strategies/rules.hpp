@@ -112,6 +112,13 @@ Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward
 Seconds optimizer_step(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_marginal(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_fixed(const KernelModel& km);
+// Transformer Engine (mixed-fp8) casts each weight to fp8 with its transpose once per step,
+// at the first micro-batch (is_first_microbatch), and caches both across micro-batches: of
+// every weight the GPU holds (ZeRO-1/2 do not shard it), read 2 bytes and write 1 + 1, as a
+// memory-bound stream (a fused cast-transpose kernel per weight). 0 without fp8 GEMMs.
+// Charged with the optimizer step (once per iteration); affine with no fixed part, so a
+// consumer summing it per op gets the same total.
+Seconds fp8_weight_cast(const KernelModel& km, double params_held, const PrecisionRules& r);
 
 // ---------------------------------------------------------------------------------------
 // Activations.
@@ -189,6 +196,8 @@ std::int64_t layers_of_stage(std::int64_t layers, std::int64_t p, std::int64_t v
 // runs Megatron's warm-up of 2(p-s-1) + (v-1)N chunk forwards plus one, in chunks of 1/v,
 // with N the micro-batch group (microbatch_group_size_per_vp_stage; 0: N = p).
 // With one stage and 1F1B a micro-batch's backward follows its forward: 1.
+// DualPipe keeps p + 1 chunks' forwards on every rank (DeepSeek-V3's Table 2), a chunk
+// being half of a rank's two stages: (p + 1) / 2 of what one micro-batch keeps on both.
 double micro_batches_in_flight(Schedule schedule, std::int64_t p, std::int64_t v, std::int64_t m, std::int64_t s,
                                std::int64_t group = 0);
 // The interleaved schedule's micro-batch group: the plan's, or p when not given.
@@ -231,7 +240,63 @@ Seconds pipeline_fill(Schedule schedule, Seconds per_micro_batch, Seconds forwar
 // micro-batches (v chunks), then the slowest stage's sync and step, then what the host
 // adds (host_bound_time, the worst stage). Sets e.iteration_time and e.breakdown, whose
 // compute and communication terms are the critical (slowest) stage's.
-void compose_iteration(Prediction& e, std::int64_t m, std::int64_t v, Schedule schedule = Schedule::one_f_one_b);
+// DualPipe (compose_dualpipe): the stages are ranks holding two chunks each; `f` is the
+// GPU's overlap interference, which slows the overlapped pairs.
+void compose_iteration(Prediction& e, std::int64_t m, std::int64_t v, Schedule schedule = Schedule::one_f_one_b,
+                       const OverlapInterference& f = OverlapInterference{});
+// DualPipe's iteration: dualpipe_makespan over chunks of half of each rank's per
+// micro-batch figures (its two stages taken alike), half of the communication in forward;
+// the breakdown is the busiest rank's, m/2 micro-batches of both its chunks, its exposed
+// communication what the unpaired chunks and the pairs leave, the rest of the makespan bubble.
+void compose_dualpipe(Prediction& e, std::int64_t m, const OverlapInterference& f = OverlapInterference{});
+
+// ---------------------------------------------------------------------------------------
+// DualPipe (DeepSeek-V3, arXiv 2412.19437 Sec. 3.2.1; the schedule of deepseek-ai/DualPipe's
+// DualPipe.step). p (even) ranks; the model splits into p stages; rank r holds stage r for
+// the micro-batches that enter at rank 0 (direction 0) and stage p-1-r for those that enter
+// at rank p-1 (direction 1): two copies of the parameters. m (even, >= 2p) micro-batches,
+// half per direction. A rank runs forward chunks F, backward chunks B (input and weight
+// gradients; "zero-bubble" ones defer the weight gradients to a later W, first in first
+// out) and pairs of a forward and a backward chunk of different micro-batches overlapped
+// (F&B: one's all-to-all and pipeline sends hide behind the other's compute).
+// ---------------------------------------------------------------------------------------
+struct DualPipeStep {
+  enum class Kind { forward, backward, weight };
+  Kind kind = Kind::forward;
+  int direction = 0;               // 0: entered at rank 0; 1: entered at rank p-1
+  std::int64_t micro_batch = 0;    // of its direction, 0 .. m/2-1
+  bool defer_weight = false;       // backward: the weight gradients wait for a later W
+  bool overlap_next = false;       // forward: runs overlapped with the next step (a backward)
+};
+// The steps of rank r in order (DualPipe.step's eight phases: warm-up forwards, forwards of
+// both directions, zero-bubble backwards, the steady F&B pairs, and the drain).
+std::vector<DualPipeStep> dualpipe_order(std::int64_t p, std::int64_t m, std::int64_t rank);
+// The model stage that rank r runs for a direction (r for direction 0, p-1-r for 1).
+std::int64_t dualpipe_stage(std::int64_t p, std::int64_t rank, int direction);
+// Model copies each GPU holds under a schedule: 2 for DualPipe (both directions), else 1.
+// The copies of a stage reduce their gradients together, so a stage's data-parallel group
+// is dp x copies ranks (ZeRO shards over all of them).
+std::int64_t model_copies(Schedule schedule);
+
+// One chunk (one stage of one micro-batch) of a rank: compute, and the communication it
+// triggers (tensor- and expert-parallel collectives, its pipeline send).
+struct DualPipeChunk {
+  Seconds forward = 0, forward_comm = 0;
+  Seconds backward = 0, backward_comm = 0;  // backward: input and weight gradients
+  Seconds weight_grad = 0;                  // of backward, the weight gradients
+};
+// An overlapped pair F&B: the two chunks' compute runs back to back on the GPU while each
+// one's communication runs behind the other's compute (overlap_exposed with the GPU's
+// interference factors); without communication F + B.
+Seconds dualpipe_pair_time(const DualPipeChunk& c, const OverlapInterference& f = OverlapInterference{});
+// The makespan of the schedule from each rank's chunk times (both directions of a rank
+// alike): every step starts when its rank is free and its input (the previous stage's
+// forward, the next stage's backward) is done. `busy` gets each rank's working time.
+// DeepSeek-V3's Table 2 gives its bubble as (p/2-1)(F&B + B - 3W) over (m-p-1) F&B +
+// (p+1)(F + B), exact when F = B - W (tests/core/test_rules.cpp); other ratios move the
+// critical path, which this follows.
+Seconds dualpipe_makespan(const std::vector<DualPipeChunk>& per_rank, std::int64_t m,
+                          const OverlapInterference& f = OverlapInterference{}, std::vector<Seconds>* busy = nullptr);
 
 // ---------------------------------------------------------------------------------------
 // Host dispatch. Eager PyTorch launches every kernel from one CPU thread; the GPU cannot

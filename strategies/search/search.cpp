@@ -136,7 +136,7 @@ SearchPlan cost_manual_plan(const Scenario& s) {
   if (p.sequence_parallel && p.tp > 1)
     diag.error("/plan/sequence_parallel", "the search's manual space has no sequence parallelism");
   if (p.cp > 1) diag.error("/plan/cp", "the search's manual space has no context parallelism (use clustersim run or rank)");
-  if (p.schedule == Schedule::interleaved || p.schedule == Schedule::zb_h1)
+  if (p.schedule == Schedule::interleaved || p.schedule == Schedule::zb_h1 || p.schedule == Schedule::dualpipe)
     diag.error("/plan/schedule", fmt::format("the search's manual space has no {} schedule", to_string(p.schedule)));
   if (s.model.has_experts() && p.ep != p.dp)
     diag.error("/plan/ep", fmt::format("the search splits the experts over the data-parallel GPUs: ep must equal dp ({}), got {}",

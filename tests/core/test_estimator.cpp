@@ -6,6 +6,7 @@
 
 #include "scenarios/json_reader.hpp"
 #include "strategies/estimator.hpp"
+#include "strategies/rules.hpp"
 
 using namespace clustersim;
 using nlohmann::json;
@@ -137,6 +138,74 @@ TEST_CASE("ZB-H1: the bubble shrinks to (p-1)(F + B - 2W) at 1F1B's memory", "[e
   // collectives and pipeline sends on the critical path are not deferred).
   CHECK(zb.breakdown.bubble / one.breakdown.bubble == Approx(std::max(F, t - 2 * W) / t).epsilon(0.02));
   CHECK(zb.memory_per_gpu == Approx(one.memory_per_gpu).epsilon(1e-12));
+}
+
+TEST_CASE("DualPipe: the rules' makespan of half-stage chunks, two parameter copies, p + 1 chunks of activations", "[estimator][dualpipe]") {
+  json doc = gpt_doc(32, 128);
+  doc["training"]["global_batch"] = 64;
+  doc["plan"] = {{"dp", 2}, {"tp", 2}, {"pp", 4}, {"schedule", "1f1b"}, {"zero", 1}};
+  const Prediction one = run(doc);
+  doc["plan"]["schedule"] = "dualpipe";
+  const Prediction dual = run(doc);
+  const std::int64_t m = dual.micro_batches, p = 4;
+  REQUIRE(m == 32);
+  // The pipeline part: the rule's makespan over each rank's chunks (half of its figures).
+  std::vector<DualPipeChunk> chunks;
+  for (const auto& st : dual.stages) {
+    const double comm = (st.tp_comm + st.ep_comm + st.p2p) / 4;
+    chunks.push_back({st.forward / 2, comm, (st.backward + st.recompute) / 2, comm, st.weight_grad / 2});
+  }
+  // (The pairs overlap compute with communication: the GPU's measured interference slows both.)
+  const double pipeline = dualpipe_makespan(chunks, m, make_estimator(scenario_from(doc)).cluster().gpu.interference);
+  const auto& bd = dual.breakdown;
+  const double pipe_est = dual.iteration_time - bd.dp_comm_exposed - bd.optimizer - bd.host_bound;
+  std::printf("DualPipe p 4 m 32: pipeline expected %.6g s, estimated %.6g s; bubble %.6g s (1F1B %.6g s)\n", pipeline,
+              pipe_est, bd.bubble, one.breakdown.bubble);
+  CHECK(pipe_est == Approx(pipeline).epsilon(1e-9));
+  CHECK(bd.bubble < one.breakdown.bubble);
+  // Each rank holds stage s and stage p-1-s: the layers of two stages, 2x the weights;
+  // their ZeRO-1 shards spread over 2 dp copies.
+  for (std::int64_t s = 0; s < p; ++s) {
+    const auto& d = dual.stages[static_cast<std::size_t>(s)];
+    const auto& o1 = one.stages[static_cast<std::size_t>(s)];
+    const auto& o2 = one.stages[static_cast<std::size_t>(p - 1 - s)];
+    CHECK(d.layers == o1.layers + o2.layers);
+    CHECK(d.params_per_gpu == Approx(o1.params_per_gpu + o2.params_per_gpu).epsilon(1e-12));
+    CHECK(d.memory.weights == Approx(o1.memory.weights + o2.memory.weights).epsilon(1e-12));
+    CHECK(d.memory.optimizer_states == Approx((o1.memory.optimizer_states + o2.memory.optimizer_states) / 2).epsilon(1e-12));
+  }
+  // Activations: p + 1 chunks of half of both stages' (middle ranks: equal stages).
+  const auto& d1 = dual.stages[1];
+  const double per_chunk_one = one.stages[1].memory.activations / 3.0;  // 1F1B keeps p - 1 = 3 on stage 1
+  std::printf("DualPipe stage 1 activations: expected %.6g B, estimated %.6g B\n", 5 * per_chunk_one, d1.memory.activations);
+  CHECK(d1.memory.activations == Approx(5 * per_chunk_one).epsilon(1e-9));
+  // The model's FLOPs do not double with the copies.
+  CHECK(dual.hardware_flops == Approx(one.hardware_flops).epsilon(1e-12));
+}
+
+TEST_CASE("mixed-fp8 on a GPU without fp8 units is refused, naming /training/precision", "[estimator][fp8]") {
+  for (const char* gpu : {"v100-sxm2-32gb", "a100-sxm4-80gb"}) {
+    json doc = gpt_doc(8);
+    doc["training"]["precision"] = "mixed-fp8";
+    doc["cluster"]["gpu"] = gpu;
+    const Scenario s = scenario_from(doc);
+    INFO(gpu);
+    try {
+      (void)make_estimator(s);
+      FAIL("expected an InputError");
+    } catch (const InputError& e) {
+      std::printf("%s: %s\n", gpu, e.what());
+      CHECK_THAT(std::string(e.what()), Catch::Contains("/training/precision") && Catch::Contains("has no"));
+    }
+  }
+  // On an H100 the weight GEMMs run at the fp8 rate: the iteration is faster than mixed-bf16's.
+  json doc = gpt_doc(8);
+  doc["cluster"]["gpu"] = "h100-sxm5-80gb";
+  const Prediction bf16 = run(doc);
+  doc["training"]["precision"] = "mixed-fp8";
+  const Prediction fp8 = run(doc);
+  std::printf("gpt 8 layers on h100: mixed-bf16 %.4f s, mixed-fp8 %.4f s\n", bf16.iteration_time, fp8.iteration_time);
+  CHECK(fp8.iteration_time < bf16.iteration_time);
 }
 
 TEST_CASE("ZeRO stages shard optimizer states, then gradients, then weights", "[estimator]") {

@@ -9,9 +9,10 @@
 // of Megatron-LM 2019 44-76% (counting recompute FLOPs; the paper does not say whether it
 // does). The same 1.2B baseline on the same V100 reached 62.4 TFLOP/s with Megatron-LM v1.0
 // (row megatronv1-v100-gpt1_2b-1gpu, 39 in 2019): the 2019 rows measure older software
-// than the fused Megatron style clustersim models. DeepSeek-V3 on 2,048 H800s is about 33%
-// pessimistic (1F1B instead of DualPipe leaves the expert all-to-all exposed; README,
-// "Calibration on real GPUs"). The bounds below stop regressions while the goal is open.
+// than the fused Megatron style clustersim models. DeepSeek-V3 on 2,048 H800s is about 5%
+// optimistic with DualPipe (33% pessimistic under 1F1B, which left the expert all-to-all
+// exposed; README, "Calibration on real GPUs"). The bounds below stop regressions while the
+// goal is open.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>

@@ -188,6 +188,23 @@ TEST_CASE("optimizer step: (step + gradient) bytes per parameter in 8 kernels, a
   CHECK(parts == Approx(expected).epsilon(1e-9));
 }
 
+TEST_CASE("fp8 weight cast: Transformer Engine's per-step cast and transpose of every held weight, 4 bytes each", "[rules][fp8]") {
+  const GpuProfile gpu = *find_gpu_profile("h100-sxm5-80gb");
+  const KernelModel km(gpu);
+  const double P = 1e9;
+  const PrecisionRules fp8 = precision_rules(Precision::mixed_fp8, OptimizerKind::adam);
+  // Read the bf16 weight (2), write the fp8 weight and its transpose (1 + 1).
+  const double expected = km.memory_stream(4 * P, MemoryKind::elementwise);
+  show("mixed-fp8, 1e9 held parameters: 4 bytes each, streamed", expected, fp8_weight_cast(km, P, fp8));
+  CHECK(fp8_weight_cast(km, P, fp8) == Approx(expected).epsilon(1e-12));
+  CHECK(fp8_weight_cast(km, 0.25 * P, fp8) + fp8_weight_cast(km, 0.75 * P, fp8) == Approx(expected).epsilon(1e-12));
+  CHECK(fp8_weight_cast(km, P, kMixed) == 0);
+  // The cached fp8 weight and transpose: 2 bytes per parameter of memory.
+  CHECK(fp8.autocast_copy_bytes == 2);
+  CHECK(fp8.weight_gemm == DType::fp8);
+  CHECK(fp8.master_bytes == 4);  // fp32 master weights behind bf16 ones, as mixed-bf16
+}
+
 TEST_CASE("kept activations per recompute mode (Korthikanti et al. 2022)", "[rules]") {
   const double all = 34, core = 5, boundary = 2, transient = 3;
   const KeptActivations none = kept_activations(Recompute::none, all, core, boundary, transient);
@@ -354,6 +371,112 @@ TEST_CASE("zero-bubble ZB-H1: each stage fills max(F, t - 2W), 1F1B the whole t"
   CHECK(e.breakdown.bubble == Approx(3));
   compose_iteration(e, 8, 1, Schedule::one_f_one_b);
   CHECK(e.iteration_time == Approx(33));
+}
+
+TEST_CASE("DualPipe order: each rank runs m/2 forwards and backwards per direction, pairs F of one with B of the other", "[rules][dualpipe]") {
+  using K = DualPipeStep::Kind;
+  for (std::int64_t p : {2, 4, 8, 16})
+    for (std::int64_t m : {2 * p, 2 * p + 2, 4 * p, 6 * p + 4})
+      for (std::int64_t r = 0; r < p; ++r) {
+        INFO("p " << p << " m " << m << " rank " << r);
+        const auto order = dualpipe_order(p, m, r);
+        std::int64_t f[2] = {0, 0}, b[2] = {0, 0}, deferred = 0, weights = 0, alive = 0, peak = 0;
+        for (std::size_t i = 0; i < order.size(); ++i) {
+          const DualPipeStep& s = order[i];
+          if (s.kind == K::forward) {
+            CHECK(s.micro_batch == f[s.direction]++);
+            peak = std::max(peak, ++alive);
+          }
+          if (s.kind == K::backward) {
+            CHECK(s.micro_batch == b[s.direction]++);
+            CHECK(s.micro_batch < f[s.direction]);  // after its forward
+            deferred += s.defer_weight;
+            --alive;
+          }
+          weights += s.kind == K::weight;
+          if (s.overlap_next) {
+            REQUIRE(i + 1 < order.size());
+            CHECK(s.kind == K::forward);
+            CHECK(order[i + 1].kind == K::backward);
+            CHECK(order[i + 1].direction != s.direction);
+          }
+        }
+        for (int d = 0; d < 2; ++d) {
+          CHECK(f[d] == m / 2);
+          CHECK(b[d] == m / 2);
+        }
+        CHECK(weights == deferred);
+        // DeepSeek-V3's Table 2: PP + 1 chunks' activations per device.
+        CHECK(peak == p + 1);
+      }
+  CHECK(dualpipe_stage(8, 2, 0) == 2);
+  CHECK(dualpipe_stage(8, 2, 1) == 5);
+  CHECK(model_copies(Schedule::dualpipe) == 2);
+  CHECK(model_copies(Schedule::zb_h1) == 1);
+  // p + 1 chunks, each half of a rank's two stages.
+  CHECK(micro_batches_in_flight(Schedule::dualpipe, 8, 1, 32, 3) == Approx(4.5));
+}
+
+TEST_CASE("DualPipe makespan: DeepSeek-V3's bubble (p/2-1)(F&B + B - 3W) where F = B - W", "[rules][dualpipe]") {
+  // The report's Table 2 counts the bubble beyond (m-p-1) F&B + (p+1)(F + B); its formula
+  // holds exactly where F = B - W (forward as long as the input gradient). F, B: a chunk's
+  // time alone, communication included; F&B: a pair overlapped.
+  struct Ratio {
+    double forward, forward_comm, backward, backward_comm, weight;
+  };
+  for (const Ratio& x : {Ratio{1, 0, 2, 0, 1}, Ratio{1, 0.4, 2, 0.4, 1}, Ratio{2, 0, 3, 0, 1}, Ratio{1.5, 0.5, 2.5, 0.5, 1}})
+    for (std::int64_t p : {4, 8, 16})
+      for (std::int64_t m : {2 * p, 2 * p + 6, 4 * p}) {
+        const DualPipeChunk c{x.forward, x.forward_comm, x.backward, x.backward_comm, x.weight};
+        const double F = c.forward + c.forward_comm, B = c.backward + c.backward_comm, W = c.weight_grad;
+        const double FB = dualpipe_pair_time(c);
+        REQUIRE(F == Approx(B - W));
+        const double bubble = (double(p) / 2 - 1) * (FB + B - 3 * W);
+        const double expected = double(m - p - 1) * FB + double(p + 1) * (F + B) + bubble;
+        const double T = dualpipe_makespan(std::vector<DualPipeChunk>(static_cast<std::size_t>(p), c), m);
+        char what[160];
+        std::snprintf(what, sizeof what, "DualPipe p %lld m %lld F %.1f B %.1f W %.1f F&B %.1f", static_cast<long long>(p),
+                      static_cast<long long>(m), F, B, W, FB);
+        show(what, expected, T);
+        CHECK(T == Approx(expected).epsilon(1e-12));
+      }
+  // The pair hides each chunk's communication behind the other's compute: F&B = F + B
+  // without communication, max(compute, communication) with it.
+  CHECK(dualpipe_pair_time({1, 0, 2, 0, 1}) == Approx(3));
+  CHECK(dualpipe_pair_time({1, 0.5, 2, 0.5, 1}) == Approx(3));
+  CHECK(dualpipe_pair_time({1, 2, 1, 2, 0.5}) == Approx(4));
+  // Against 1F1B on p stages of t = F + B: m t + (p-1) t.
+  const DualPipeChunk c{1, 0, 2, 0, 1};
+  const double one_f_one_b = double(32 + 8 - 1) * 3;
+  const double dual = dualpipe_makespan(std::vector<DualPipeChunk>(8, c), 32);
+  show("DualPipe p 8 m 32 F 1 B 2 W 1 (1F1B 117)", 32 * 3 + 3 * (3 + 2 - 3), dual);
+  CHECK(dual < one_f_one_b);
+}
+
+TEST_CASE("DualPipe iteration: compose_dualpipe's breakdown adds up to the makespan", "[rules][dualpipe]") {
+  // 4 ranks of two chunks each: per micro-batch through both, forward 2, backward 4 (W 2),
+  // expert all-to-all 1.2 in all: per chunk F 1 + 0.3, B 2 + 0.3.
+  Prediction e;
+  for (int s = 0; s < 4; ++s) {
+    StagePrediction st;
+    st.forward = 2;
+    st.backward = 4;
+    st.weight_grad = 2;
+    st.ep_comm = 1.2;
+    st.optimizer = 0.5;
+    e.stages.push_back(st);
+  }
+  compose_iteration(e, 16, 1, Schedule::dualpipe);
+  const DualPipeChunk c{1, 0.3, 2, 0.3, 1};
+  const double T = dualpipe_makespan(std::vector<DualPipeChunk>(4, c), 16);
+  show("DualPipe p 4 m 16 iteration: makespan + optimizer", T + 0.5, e.iteration_time);
+  CHECK(e.iteration_time == Approx(T + 0.5));
+  CHECK(e.breakdown.total() == Approx(e.iteration_time).epsilon(1e-12));
+  CHECK(e.breakdown.compute_forward == Approx(8 * 2));
+  // The pairs hide their all-to-all; only the unpaired chunks of warm-up and drain expose theirs.
+  std::printf("DualPipe exposed all-to-all %.4g of 8 x 1.2 = 9.6 (1F1B exposes all)\n", e.breakdown.ep_comm_exposed);
+  CHECK(e.breakdown.ep_comm_exposed < 0.5 * 8 * 1.2);
+  CHECK(e.breakdown.bubble >= 0);
 }
 
 TEST_CASE("pipeline makespan: m x slowest + the other stages once (/v interleaved)", "[rules]") {

@@ -195,6 +195,32 @@ TEST_CASE("interleaving with any micro-batch count: microbatch_group_size as Meg
   ps = problems_of(doc);
   CHECK(has_problem(ps, "/plan/schedule", "zb-h1 with ZeRO-3 is not modelled"));
   CHECK(has_problem(ps, "/training/global_batch", "zb-h1 needs at least pp (4) micro-batches"));
+
+  // DualPipe: pp even, an even m >= 2 pp, ZeRO 0-2.
+  doc["plan"]["schedule"] = "dualpipe";
+  doc["plan"]["zero"] = 1;
+  doc["training"]["global_batch"] = 64;
+  ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(ps.empty());
+  doc["plan"]["zero"] = 3;
+  doc["training"]["global_batch"] = 16;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/zero", "dualpipe with ZeRO-3 is not modelled"));
+  CHECK(has_problem(ps, "/training/global_batch", "dualpipe needs an even number of micro-batches, at least 2 pp = 8"));
+}
+
+TEST_CASE("dualpipe needs an even pp", "[scenario]") {
+  json doc = parse_json_text(default_scenario_text(), "<test>");
+  doc["model"]["layers"] = 24;
+  doc["plan"] = {{"dp", 4}, {"tp", 1}, {"pp", 3}, {"schedule", "dualpipe"}};
+  doc["cluster"]["nodes"] = 3;
+  doc["cluster"]["gpus_per_node"] = 4;
+  doc["training"]["global_batch"] = 96;
+  doc["training"]["micro_batch"] = 1;
+  const auto ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(has_problem(ps, "/plan/pp", "dualpipe needs an even pp >= 2"));
 }
 
 TEST_CASE("multi-node clusters need an inter_node section", "[scenario]") {

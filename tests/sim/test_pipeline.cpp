@@ -1,6 +1,7 @@
 // Pipeline schedules replayed on uniform stages with free communication: the bubble
 // is (p-1)/(m+p-1) of the schedule for GPipe and 1F1B, (p-1)/(vm+p-1) interleaved.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -45,6 +46,19 @@ ReplayPlan uniform(Schedule schedule, std::int64_t p, std::int64_t v, std::int64
     }
     plan.stages.push_back(st);
   }
+  return plan;
+}
+
+// DualPipe on p ranks: two chunks each (one per direction), a chunk costing f forward and
+// b backward, of which w its weight gradients.
+ReplayPlan dual_uniform(std::int64_t p, std::int64_t m, double f, double b, double w) {
+  ReplayPlan plan = uniform(Schedule::dualpipe, p, 2, m, 2 * f, 2 * b, 0);
+  for (auto& st : plan.stages)
+    for (auto& chunk : st.chunks) {
+      chunk.backward.front().compute = b - w;
+      chunk.backward.front().ops = {{"layer", b - w}};
+      chunk.weight_grad = {{sim::Work::backward, w, {}, 0, 0, {{"wgrad", w}}}};
+    }
   return plan;
 }
 
@@ -117,6 +131,28 @@ TEST_CASE("ZB-H1 shrinks the bubble to (p-1)(F + B - 2W), at 1F1B's activation m
       const double peak0 = r["groups"][0]["peak_activations_bytes"].get<double>();
       CHECK(peak0 == Approx(1e9 * double(std::min(m, p))));
     }
+}
+
+TEST_CASE("DualPipe replays to the rules' makespan, DeepSeek-V3's (p/2-1)(F&B + B - 3W) bubble where F = B - W", "[sim][pipeline][dualpipe]") {
+  // (f, b, w) per chunk: F = B - W (the report's formula exact), a light W, a heavy forward.
+  for (auto [f, b, w] : std::vector<std::tuple<double, double, double>>{{1e-3, 2e-3, 1e-3}, {1e-3, 2e-3, 0.4e-3}, {2e-3, 2.5e-3, 1e-3}})
+    for (std::int64_t p : {4, 8})
+      for (std::int64_t m : {2 * p, 2 * p + 6}) {
+        const auto r = sim::simulate_plan(dual_uniform(p, m, f, b, w), one_node(p));
+        const double T = r["iteration_time_s"].get<double>();
+        const DualPipeChunk c{f, 0, b, 0, w};
+        const double rule = dualpipe_makespan(std::vector<DualPipeChunk>(static_cast<std::size_t>(p), c), m);
+        const double report = double(m - p - 1) * (f + b) + double(p + 1) * (f + b) + (double(p) / 2 - 1) * (f + b + b - 3 * w);
+        const double one_f_one_b = double(m + p - 1) * (f + b);
+        std::printf("dualpipe p=%lld m=%-3lld F %.1f B %.1f W %.1f ms: rules %.4f ms, simulated %.4f ms, report's formula %.4f ms%s "
+                    "(1F1B %.4f ms)\n",
+                    static_cast<long long>(p), static_cast<long long>(m), f * 1e3, b * 1e3, w * 1e3, rule * 1e3, T * 1e3,
+                    report * 1e3, std::fabs(f - (b - w)) < 1e-12 ? " (F = B - W)" : "", one_f_one_b * 1e3);
+        CHECK(T == Approx(rule).epsilon(1e-6));
+        if (std::fabs(f - (b - w)) < 1e-12) CHECK(T == Approx(report).epsilon(1e-6));
+        // p + 1 chunk forwards alive on every rank (DeepSeek-V3's Table 2).
+        for (const auto& g : r["groups"]) CHECK(g["peak_activations_bytes"].get<double>() == Approx(1e9 * double(p + 1)));
+      }
 }
 
 TEST_CASE("schedules run every forward before its backward, each once", "[sim][pipeline]") {

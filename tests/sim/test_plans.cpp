@@ -44,6 +44,9 @@ TEST_CASE("every kind of manual plan replays and lands near the estimator", "[si
       {"gpt interleaved pp4 v2", base["model"],
        {{"dp", 4}, {"tp", 1}, {"pp", 4}, {"schedule", "interleaved"}, {"virtual_stages", 2}}},
       {"moe ep4 tp2 zero1 overlap", moe, {{"dp", 8}, {"tp", 2}, {"pp", 1}, {"ep", 4}, {"zero", 1}}},
+      {"gpt dualpipe pp4", base["model"], {{"dp", 2}, {"tp", 2}, {"pp", 4}, {"schedule", "dualpipe"}}},
+      {"moe dualpipe pp2 ep2 (pairs overlap the all-to-all)", moe,
+       {{"dp", 4}, {"tp", 2}, {"pp", 2}, {"ep", 2}, {"schedule", "dualpipe"}}},
       {"moe gpipe pp2 ep2", moe,
        {{"dp", 4}, {"tp", 2}, {"pp", 2}, {"ep", 2}, {"schedule", "gpipe"}, {"overlap_grad_reduce", false}}},
   };
@@ -62,7 +65,12 @@ TEST_CASE("every kind of manual plan replays and lands near the estimator", "[si
     const double t = r["iteration_time_s"].get<double>();
     std::printf("%-36s estimator %.5f s, simulated %.5f s (%+.1f%%)\n", c.name, e.iteration_time, t,
                 100 * (t - e.iteration_time) / e.iteration_time);
-    CHECK(std::fabs(t - e.iteration_time) <= 0.15 * e.iteration_time);
+    // DualPipe with expert parallelism: the estimator times a pair as compute plus the
+    // communication beyond it, slowed by the GPU's measured overlap interference; the
+    // replay overlaps segment by segment and has no interference (sim/README.md), so it
+    // comes out faster (-17% here, 2 ranks of 4 layers: few pairs, much all-to-all).
+    const double tolerance = c.plan.value("schedule", "1f1b") == "dualpipe" && c.plan.value("ep", 1) > 1 ? 0.20 : 0.15;
+    CHECK(std::fabs(t - e.iteration_time) <= tolerance * e.iteration_time);
     // Uneven stages: each stage's memory from its own layers, the same rule in both. With
     // interleaving the estimator's rule counts in-flight chunk forwards at 1/v of the
     // stage's activations each, which uneven chunks (6 + embedding and 7 layers on stage
