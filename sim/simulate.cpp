@@ -179,10 +179,13 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
   const auto wall0 = std::chrono::steady_clock::now();
   const std::clock_t cpu0 = std::clock();
   auto engine = make_engine(o.network);
-  const Platform platform =
-      o.platform_file.empty() ? build_platform(cluster) : load_platform_file(o.platform_file, cluster, true);
-  Trace trace;
   const bool record = !o.trace_file.empty() || o.timeline_gpus > 0;
+  ReplicaSymmetry symmetry = replica_symmetry(plan.dp, plan.tp, plan.pp, plan.ep, cluster, o.platform_file.empty());
+  if (!o.replica_symmetry) symmetry = {.reason = "turned off"};
+  else if (record && symmetry.active()) symmetry = {.reason = "a trace or timeline shows every GPU"};
+  const Platform platform =
+      o.platform_file.empty() ? build_platform(cluster, symmetry) : load_platform_file(o.platform_file, cluster, true);
+  Trace trace;
   Network net(platform, record ? &trace : nullptr);
   Replay replay(plan, net, record ? &trace : nullptr);
   replay.start();
@@ -245,6 +248,10 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
                    {"events_per_s", wall > 0 ? double(events) / wall : 0.0},
                    {"events_per_cpu_s", cpu > 0 ? double(events) / cpu : 0.0},
                    {"trace_slices", trace.size()},
+                   {"replica_symmetry", symmetry.active()
+                        ? nlohmann::json{{"applied", true}, {"replicas", plan.dp},
+                                         {"simulated_replicas", symmetry.classes}}
+                        : nlohmann::json{{"applied", false}, {"reason", symmetry.reason}}},
                    {"collectives_setting", plan.collectives},
                    {"network_model", to_json(o.network)},
                    {"platform", platform.description},
