@@ -232,6 +232,10 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
                      {"bandwidth_Bps", loads[i].bandwidth},
                      {"utilisation", T > 0 ? loads[i].bytes / (loads[i].bandwidth * T) : 0.0}});
 
+  // Events the simulator processed: with replica symmetry the representatives' (the
+  // groups above count every copy).
+  compute_activities /= symmetry.copies();
+  collectives /= symmetry.copies();
   const i64 events = net.flows_started() + compute_activities + collectives;
   if (!o.trace_file.empty()) trace.write(o.trace_file);
   out.timeline = o.timeline_gpus > 0 ? trace.timeline(o.timeline_gpus) : nlohmann::json();
