@@ -32,6 +32,7 @@ struct SimulateOptions {
   bool json = false;
   bool list = false;
   bool quiet = false;
+  bool every_replica = false;  // --every-replica: no replica symmetry
 };
 
 int simulate_command(const SimulateOptions& o) {
@@ -46,6 +47,7 @@ int simulate_command(const SimulateOptions& o) {
   so.trace_file = o.trace;
   so.platform_file = o.platform;
   so.timeline_gpus = o.timeline;
+  so.replica_symmetry = !o.every_replica;
   // Progress on a terminal only (a log gets the result, not a bar): the simulated time
   // reached, in milliseconds, of the estimator's iteration time. The replay's own total
   // is known only at its end; when it runs past the estimate, the total moves to 10%
@@ -113,6 +115,10 @@ int simulate_command(const SimulateOptions& o) {
                            st["events"]["total"].get<long long>(), st["events"]["flows"].get<long long>(),
                            d(st, "wall_time_s"), st["simgrid_version"].get<std::string>(),
                            st["network_model"]["model"].get<std::string>());
+  if (const auto& sym = st["replica_symmetry"]; sym["applied"].get<bool>())
+    std::cout << fmt::format("                {} of {} data-parallel replicas replayed, the others their copies "
+                             "(replica symmetry; --every-replica replays all)\n",
+                             sym["simulated_replicas"].get<long long>(), sym["replicas"].get<long long>());
   if (!o.trace.empty()) std::cout << fmt::format("trace           {}\n", o.trace);
   store();
   return 0;
@@ -129,6 +135,9 @@ const Registration simulate_registration{
                      "(hosts gpu-0 ... gpu-N-1)");
       sub.add_flag("--list-collectives", o->list, "list the collective algorithms and exit");
       sub.add_flag("--quiet,-q", o->quiet, "no progress on the terminal");
+      sub.add_flag("--every-replica", o->every_replica,
+                   "replay every data-parallel replica, not one per class of identical replicas (same result, "
+                   "slower; sim/README.md)");
       sub.add_option("--db", o->db, "also store the run in this results database");
       sub.add_option("--timeline", o->timeline,
                      "record the compute and communication slices of the first N GPUs in the result "

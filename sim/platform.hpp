@@ -33,10 +33,12 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "costmodel/cluster.hpp"
 #include "costmodel/nvlink_mesh.hpp"
+#include "sim/symmetry.hpp"
 
 namespace simgrid::s4u {
 class Host;
@@ -58,10 +60,20 @@ struct Platform {
   // The cluster, when its GPU profile's NCCL fit prices the collectives inside a node
   // (sim/collectives/nccl_fitted.cpp); empty for platform files and unfitted profiles.
   std::optional<ClusterModel> nccl_fit;
+  // Active: the reduced platform of the representative replicas (sim/symmetry.hpp).
+  // `gpus` holds the representatives' GPUs by simulated index (named by their rank in
+  // the cluster), `mirrors` the other end of a route that leaves GPU i's node through
+  // i's NIC and comes back to GPU j of the node through j's NIC (mirror_routes: route
+  // i -> mirrors[j], i and j of one node), and `link_node` every link's node (-1 for
+  // the links all nodes share, a rail's uplink) so that link loads can name the copies.
+  ReplicaSymmetry symmetry;
+  std::vector<simgrid::s4u::Host*> mirrors;
+  std::unordered_map<const void*, std::int64_t> link_node;  // lookup only, never iterated
 };
 
-// Builds the platform in the current SimGrid engine (call once, before running).
-Platform build_platform(const ClusterModel& c);
+// Builds the platform in the current SimGrid engine (call once, before running). With
+// an active `symmetry`, the reduced platform of its representatives.
+Platform build_platform(const ClusterModel& c, const ReplicaSymmetry& symmetry = {});
 
 // Loads a SimGrid platform file (XML, or a C++ platform library) instead: it must
 // declare hosts gpu-0 ... gpu-<N-1>, N the scenario's GPU count; node k holds ranks

@@ -96,6 +96,9 @@ struct Replay::Impl {
   // meet at barriers of their own, the first chunk's and unpaired ones at ep_barrier.
   std::vector<sg4::BarrierPtr> ep_barrier_pair;
   bool dual() const { return plan.schedule == Schedule::dualpipe; }
+  // Replicas with actors per stage: all, or the representatives of replica symmetry
+  // (sim/symmetry.hpp), whose collectives still name every replica's GPUs.
+  i64 replicas = 1;
 
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
@@ -111,7 +114,7 @@ struct Replay::Impl {
       out.emplace_back(g.ranks.begin() + c * plan.tp, g.ranks.begin() + (c + 1) * plan.tp);
     return out;
   }
-  Group& group(i64 s, i64 d) { return groups[static_cast<std::size_t>(s * plan.dp + d)]; }
+  Group& group(i64 s, i64 d) { return groups[static_cast<std::size_t>(s * replicas + d)]; }
 
   void slice(const Group& g, Stream stream, const std::string& name, double t0, double t1) {
     if (!trace || t1 <= t0) return;
@@ -580,9 +583,11 @@ Replay::~Replay() { delete impl_; }
 void Replay::start() {
   Impl& I = *impl_;
   const ReplayPlan& plan = I.plan;
-  I.groups = std::vector<Impl::Group>(static_cast<std::size_t>(plan.pp * plan.dp));
+  const ReplicaSymmetry& sym = I.net.symmetry();
+  I.replicas = sym.active() ? sym.classes : plan.dp;
+  I.groups = std::vector<Impl::Group>(static_cast<std::size_t>(plan.pp * I.replicas));
   for (i64 s = 0; s < plan.pp; ++s)
-    for (i64 d = 0; d < plan.dp; ++d) {
+    for (i64 d = 0; d < I.replicas; ++d) {
       auto& g = I.group(s, d);
       g.stage = g.st.stage = s;
       g.replica = g.st.replica = d;
@@ -595,13 +600,14 @@ void Replay::start() {
   I.interfere = comm_stream && (both.compute != 1 || both.comm != 1);
   I.stage_compute = std::vector<Impl::StageCompute>(static_cast<std::size_t>(plan.pp));
   for (i64 s = 0; s < plan.pp; ++s) {
-    I.dp_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.dp)));
+    I.dp_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(I.replicas)));
+    // Indexed by stage and expert block of the cluster; with symmetry only block 0 has actors.
     for (i64 e = 0; e < plan.dp / plan.ep; ++e) I.ep_barrier.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.ep)));
     if (plan.schedule == Schedule::dualpipe)
       for (i64 e = 0; e < plan.dp / plan.ep; ++e)
         I.ep_barrier_pair.push_back(sg4::Barrier::create(static_cast<unsigned>(plan.ep)));
   }
-  for (i64 d = 0; d < plan.dp; ++d) I.tied_barrier.push_back(sg4::Barrier::create(2));
+  for (i64 d = 0; d < I.replicas; ++d) I.tied_barrier.push_back(sg4::Barrier::create(2));
   for (auto& g : I.groups) {
     auto* host = I.net.host(g.ranks.front());
     Impl::Group* gp = &g;
@@ -612,11 +618,16 @@ void Replay::start() {
 }
 
 ReplayResult Replay::finish() const {
+  // Every replica: with symmetry, the copies of its class's representative.
   ReplayResult r;
-  for (const auto& g : impl_->groups) {
-    r.groups.push_back(g.st);
-    r.iteration_time = std::max(r.iteration_time, g.st.end);
-  }
+  const Impl& I = *impl_;
+  for (i64 s = 0; s < I.plan.pp; ++s)
+    for (i64 d = 0; d < I.plan.dp; ++d) {
+      GroupStats st = I.groups[static_cast<std::size_t>(s * I.replicas + d % I.replicas)].st;
+      st.replica = d;
+      r.groups.push_back(st);
+      r.iteration_time = std::max(r.iteration_time, st.end);
+    }
   return r;
 }
 

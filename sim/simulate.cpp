@@ -179,10 +179,13 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
   const auto wall0 = std::chrono::steady_clock::now();
   const std::clock_t cpu0 = std::clock();
   auto engine = make_engine(o.network);
-  const Platform platform =
-      o.platform_file.empty() ? build_platform(cluster) : load_platform_file(o.platform_file, cluster, true);
-  Trace trace;
   const bool record = !o.trace_file.empty() || o.timeline_gpus > 0;
+  ReplicaSymmetry symmetry = replica_symmetry(plan.dp, plan.tp, plan.pp, plan.ep, cluster, o.platform_file.empty());
+  if (!o.replica_symmetry) symmetry = {.reason = "turned off"};
+  else if (record && symmetry.active()) symmetry = {.reason = "a trace or timeline shows every GPU"};
+  const Platform platform =
+      o.platform_file.empty() ? build_platform(cluster, symmetry) : load_platform_file(o.platform_file, cluster, true);
+  Trace trace;
   Network net(platform, record ? &trace : nullptr);
   Replay replay(plan, net, record ? &trace : nullptr);
   replay.start();
@@ -234,6 +237,10 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
                      {"bandwidth_Bps", loads[i].bandwidth},
                      {"utilisation", T > 0 ? loads[i].bytes / (loads[i].bandwidth * T) : 0.0}});
 
+  // Events the simulator processed: with replica symmetry the representatives' (the
+  // groups above count every copy).
+  compute_activities /= symmetry.copies();
+  collectives /= symmetry.copies();
   const i64 events = net.flows_started() + compute_activities + collectives;
   if (!o.trace_file.empty()) trace.write(o.trace_file);
   out.timeline = o.timeline_gpus > 0 ? trace.timeline(o.timeline_gpus) : nlohmann::json();
@@ -250,6 +257,10 @@ Replayed replay_plan(const ReplayPlan& plan, const ClusterModel& cluster, const 
                    {"events_per_s", wall > 0 ? double(events) / wall : 0.0},
                    {"events_per_cpu_s", cpu > 0 ? double(events) / cpu : 0.0},
                    {"trace_slices", trace.size()},
+                   {"replica_symmetry", symmetry.active()
+                        ? nlohmann::json{{"applied", true}, {"replicas", plan.dp},
+                                         {"simulated_replicas", symmetry.classes}}
+                        : nlohmann::json{{"applied", false}, {"reason", symmetry.reason}}},
                    {"collectives_setting", plan.collectives},
                    {"network_model", to_json(o.network)},
                    {"platform", platform.description},

@@ -27,6 +27,11 @@ struct SimulateOptions {
   // > 0: the result carries a "timeline" of the compute and communication slices of the
   // first `timeline_gpus` GPUs (for `db plot timeline`); 0: none (it grows with the run).
   std::int64_t timeline_gpus = 0;
+  // Replay one representative per class of identical data-parallel replicas where the
+  // platform provably treats them alike (sim/symmetry.hpp); the result is the full
+  // replay's. Off, or with a trace or timeline (which show every GPU's own slices), every
+  // replica is replayed.
+  bool replica_symmetry = true;
   NetworkModelConfig network;
   // Called in this process while the replay runs (in its child), about every
   // `progress_interval_s` of wall time: the simulated time reached so far and the

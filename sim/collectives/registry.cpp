@@ -138,6 +138,10 @@ std::vector<RingChannel> ring_channels(const Network& net, const std::vector<std
   return channels;
 }
 
+// Shares as flow bytes (which the network rounds to whole bytes): a share of 1 is 2^40
+// bytes, so the rounding is below 1e-12 of a share.
+constexpr double kShareScale = 1099511627776.0;
+
 RingRate ring_rate(Network& net, const CollectiveCall& call) {
   const auto& g = call.groups.front();
   const bool inside_nodes =
@@ -153,17 +157,20 @@ RingRate ring_rate(Network& net, const CollectiveCall& call) {
   // ring streams at the least link bandwidth / share: for rings across nodes the NICs,
   // and the route's latency the network's. Judging by the
   // first edge alone took a ring whose first two ranks share a node for an NVLink ring.
-  std::map<int, double> load;  // ordered: deterministic
+  // The edges go through the network as the flows would (net.link_bytes: with replica
+  // symmetry, folded onto the representatives' links the way run() folds them).
+  std::vector<Flow> edges;
   RingRate r;
   for (const auto& group : call.groups)
     for (const auto& ch : ring_channels(net, group))
       for (std::size_t i = 0; i < ch.order.size(); ++i) {
         const auto src = ch.order[i], dst = ch.order[(i + 1) % ch.order.size()];
-        for (int link : net.route_links(src, dst)) load[link] += ch.share;
+        edges.push_back({src, dst, ch.share * kShareScale});
         r.latency = std::max(r.latency, net.latency(src, dst));
       }
   r.bandwidth = 1e300;
-  for (const auto& [link, share] : load) r.bandwidth = std::min(r.bandwidth, net.link_bandwidth(link) / share);
+  for (const auto& [link, bytes] : net.link_bytes(edges))
+    r.bandwidth = std::min(r.bandwidth, net.link_bandwidth(link) / (bytes / kShareScale));
   return r;
 }
 
