@@ -1,5 +1,6 @@
 #include "scenarios/serving.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
@@ -266,11 +267,74 @@ ServingScenario load_serving_scenario(const std::string& file) {
     } else {
       s.engine.host.file = p.lexically_normal().string();
       read_engine_host_cost(s.engine.host);
+      const auto& a = s.engine.host.attention;
+      if (a.enabled && a.head_dim != s.model.head_dim())
+        diag.error("/serving/engine/host_calibration/model",
+                   fmt::format("the calibration's attention path was measured at head_dim {}, the model has {}",
+                               a.head_dim, s.model.head_dim()));
     }
   }
   diag.throw_if_errors();
   return s;
 }
+
+namespace {
+void read_attention_path(const nlohmann::json& j, const std::string& base, EngineAttentionPath& a, Diagnostics& diag) {
+  if (!j.is_object()) {
+    diag.error(base, "expected an object (calibration/serving/engine_attention_path.py)");
+    return;
+  }
+  const auto number = [&](const nlohmann::json& o, const std::string& path, const char* key, double lo, double hi,
+                          double& v) {
+    if (!o.contains(key) || !o[key].is_number()) {
+      diag.error(path + "/" + key, "expected a number");
+      return false;
+    }
+    v = o[key].get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi) {
+      diag.error(path + "/" + key, fmt::format("expected {} to {}, got {}", lo, hi, v));
+      return false;
+    }
+    return true;
+  };
+  number(j, base, "repeat_kv_copy_Bps", 1e9, 1e14, a.repeat_kv_copy_rate);
+  number(j, base, "graph_build_s", 0, 10, a.graph_build);
+  const std::string sp = base + "/sdpa";
+  if (!j.contains("sdpa") || !j["sdpa"].is_object()) {
+    diag.error(sp, "missing");
+    return;
+  }
+  const auto& o = j["sdpa"];
+  double heads = 0, hd = 0, tile = 0;
+  number(o, sp, "heads", 1, 1 << 16, heads);
+  number(o, sp, "head_dim", 1, 1 << 16, hd);
+  number(o, sp, "query_tile", 1, 1 << 16, tile);
+  a.heads = std::int64_t(heads);
+  a.head_dim = std::int64_t(hd);
+  a.query_tile = std::int64_t(tile);
+  if (!o.contains("points") || !o["points"].is_array() || o["points"].empty()) {
+    diag.error(sp + "/points", "expected a non-empty array of [q, kv, seconds]");
+    return;
+  }
+  for (std::size_t i = 0; i < o["points"].size(); ++i) {
+    const auto& p = o["points"][i];
+    const std::string pp = sp + "/points/" + std::to_string(i);
+    if (!p.is_array() || p.size() != 3 || !p[0].is_number() || !p[1].is_number() || !p[2].is_number()) {
+      diag.error(pp, "expected [q, kv, seconds]");
+      continue;
+    }
+    const double q = p[0].get<double>(), kv = p[1].get<double>(), t = p[2].get<double>();
+    if (!(q >= 1 && q <= 1e7 && kv >= 1 && kv <= 1e9 && t > 0 && t < 100)) {
+      diag.error(pp, fmt::format("expected q and kv >= 1 and 0 < seconds < 100, got [{}, {}, {}]", q, kv, t));
+      continue;
+    }
+    a.sdpa.push_back({std::int64_t(q), kv, t});
+  }
+  std::sort(a.sdpa.begin(), a.sdpa.end(),
+            [](const auto& x, const auto& y) { return x.q != y.q ? x.q < y.q : x.kv < y.kv; });
+  a.enabled = !a.sdpa.empty();
+}
+}  // namespace
 
 void read_engine_host_cost(EngineHostCost& h) {
   const auto doc = read_json_file(h.file);
@@ -312,6 +376,8 @@ void read_engine_host_cost(EngineHostCost& h) {
   };
   terms("prepare_update", h.prepare_update);
   terms("launch", h.launch);
+  if (m.contains("attention_path")) read_attention_path(m["attention_path"], "/models/" + h.model + "/attention_path",
+                                                        h.attention, diag);
   diag.throw_if_errors();
 }
 
@@ -344,6 +410,14 @@ nlohmann::json to_json(const ServingScenario& s) {
                                        {"model", s.engine.host.model},
                                        {"prepare_update", terms(s.engine.host.prepare_update)},
                                        {"launch", terms(s.engine.host.launch)}};
+    if (const auto& a = s.engine.host.attention; a.enabled) {
+      json points = json::array();
+      for (const auto& p : a.sdpa) points.push_back(json::array({p.q, p.kv, p.time}));
+      j["engine"]["host_calibration"]["attention_path"] = {
+          {"graph_build_s", a.graph_build},
+          {"repeat_kv_copy_Bps", a.repeat_kv_copy_rate},
+          {"sdpa", {{"heads", a.heads}, {"head_dim", a.head_dim}, {"query_tile", a.query_tile}, {"points", points}}}};
+    }
   }
   j["pool"] = pool(s.pool);
   if (s.disaggregation.enabled) j["prefill_pool"] = pool(s.disaggregation.prefill);

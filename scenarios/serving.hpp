@@ -42,11 +42,31 @@ struct HostTerms {
 
 // A measured engine's per-iteration host cost, fitted from its iteration log
 // (calibration/serving/fit_engine_host.py) and read from that calibration file: the
-// iteration is prepare_update + max(launch, GPU), nothing overlapped (ENGINE.md section 1).
+// iteration is prepare_update + max(launch, GPU) (with the measured attention path, the GPU
+// starts after cuDNN's graph build), nothing overlapped (ENGINE.md section 1).
+// The measured attention path of transformers' paged|sdpa (ENGINE.md section 6), from the
+// same calibration file (calibration/serving/engine_attention_path.py): the masked cuDNN
+// SDPA's time over query and key counts at the engine's mask layout, the rate of
+// repeat_kv's strided copy, and the host time cuDNN takes to build the SDPA graph of a
+// (q, kv) shape it has not seen, during which the GPU has nothing queued.
+struct EngineAttentionPath {
+  struct Point {
+    std::int64_t q = 0;
+    double kv = 0;
+    Seconds time = 0;
+  };
+  bool enabled = false;
+  std::int64_t heads = 0, head_dim = 0, query_tile = 64;  // the measured kernel's shape
+  std::vector<Point> sdpa;                                // sorted by q, then kv
+  double repeat_kv_copy_rate = 0;                         // bytes/s, bytes read + written
+  Seconds graph_build = 0;
+};
+
 struct EngineHostCost {
   bool enabled = false;
   std::string file, model;  // the calibration file and its model entry
   HostTerms prepare_update, launch;
+  EngineAttentionPath attention;  // when the file has the model's attention_path
 };
 
 struct EngineSpec {

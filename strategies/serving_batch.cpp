@@ -37,6 +37,43 @@ Op at_tokens(const Op& op, i64 tokens) {
 bool token_wise(const Op& op) { return op.kind != OpKind::attention && op.role != OpRole::saved_marker; }
 }  // namespace
 
+EngineSdpaTable::EngineSdpaTable(const EngineAttentionPath& a) : tile_(std::max<i64>(1, a.query_tile)) {
+  for (const auto& p : a.sdpa) {
+    const double ctas = double((p.q + tile_ - 1) / tile_) * double(a.heads);
+    if (rows_.empty() || rows_.back().ctas != ctas) rows_.push_back({ctas, {}});
+    Row& r = rows_.back();
+    // Two measured query counts with the same CTA count (16 and 64 queries in one tile):
+    // the larger fills its tile, keep it.
+    auto it = std::find_if(r.kv_time.begin(), r.kv_time.end(), [&](const auto& x) { return x.first == p.kv; });
+    if (it != r.kv_time.end()) it->second = p.time;
+    else r.kv_time.push_back({p.kv, p.time});
+  }
+  for (auto& r : rows_) std::sort(r.kv_time.begin(), r.kv_time.end());
+}
+
+Seconds EngineSdpaTable::at_row(const Row& r, double kv) const {
+  const auto& v = r.kv_time;
+  if (kv <= v.front().first) return v.front().second * kv / v.front().first;
+  if (kv >= v.back().first) return v.back().second * kv / v.back().first;
+  std::size_t j = 1;
+  while (v[j].first < kv) ++j;
+  const double f = (kv - v[j - 1].first) / (v[j].first - v[j - 1].first);
+  return v[j - 1].second + f * (v[j].second - v[j - 1].second);
+}
+
+Seconds EngineSdpaTable::time(i64 heads, i64 q, double kv) const {
+  if (rows_.empty() || q <= 0 || kv <= 0) return 0;
+  const double ctas = double((q + tile_ - 1) / tile_) * double(heads);
+  if (ctas <= rows_.front().ctas) return at_row(rows_.front(), kv);
+  // Beyond the largest measured count the kernel only runs more waves: time grows with CTAs.
+  if (ctas >= rows_.back().ctas) return at_row(rows_.back(), kv) * ctas / rows_.back().ctas;
+  std::size_t i = 1;
+  while (rows_[i].ctas < ctas) ++i;
+  const double f = std::log(ctas / rows_[i - 1].ctas) / std::log(rows_[i].ctas / rows_[i - 1].ctas);
+  const Seconds lo = at_row(rows_[i - 1], kv), hi = at_row(rows_[i], kv);
+  return std::exp(std::log(lo) + f * (std::log(hi) - std::log(lo)));
+}
+
 i64 BatchShape::tokens() const {
   i64 t = decodes;
   for (const auto& p : prefills) t += p.tokens;
@@ -57,6 +94,8 @@ BatchTimeModel::BatchTimeModel(const ModelSpec& model, const ClusterModel& clust
       unit_(unit_graph(model, engine.launch == LaunchMode::eager)),
       km_(cluster_.gpu),
       tp_group_{tp, std::min(tp, cluster.gpus_per_node), 1} {
+  if (engine.attention == AttentionMode::packed && engine.host.enabled && engine.host.attention.enabled)
+    sdpa_table_.emplace(engine.host.attention);
   for (const Op& op : unit_.blocks[1].ops)
     if (token_wise(op)) kernels_per_layer_ += op_kernels(op).forward + (op.kind == OpKind::tp_exit && tp > 1 ? 1 : 0);
   for (int b : {0, 2})
@@ -151,6 +190,7 @@ Seconds BatchTimeModel::packed_attention_layer(const BatchShape& b, double kv_to
   if (q <= 0) return 0;
   double kv_total = b.decode_context;
   for (const auto& p : b.prefills) kv_total += double(p.context + p.tokens);
+  if (sdpa_table_) return measured_packed_attention_layer(q, kv_total, kv_token, q_token, read_token);
   const bool expand = read_token > kv_token;
   // Cache write of the new tokens; the gather reads KV_total tokens from the cache and
   // writes them; repeat_kv reads them again and writes one copy per query head.
@@ -168,6 +208,26 @@ Seconds BatchTimeModel::packed_attention_layer(const BatchShape& b, double kv_to
   t += km_.attention_forward(heads_gpu_, static_cast<i64>(q), static_cast<i64>(std::max(1.0, kv_total)),
                              model_.head_dim(), false, bytes, DType::bf16);
   return t;
+}
+
+// The same path with the measured engine's kernels (serving-engine-profile-2026-11-26.json
+// shows where its time goes): the cache write and the index_select gather of K and V are
+// memory-bound passes on the memory curve (they run at it: 2.9 TB/s measured); repeat_kv's
+// expand + reshape (or, without GQA, the transposed view's .contiguous()) is TensorIterator's
+// strided copy, at its measured rate (0.9 TB/s, bytes read + written); the query and the
+// output are made contiguous (small); the masked SDPA is the measured cuDNN kernel. At small
+// query counts that kernel is neither compute- nor bandwidth-bound: its few CTAs each
+// stream all the keys (1.4 ms per layer at 64 queries x 90k keys for the 1B model).
+Seconds BatchTimeModel::measured_packed_attention_layer(double q, double kv_total, double kv_token, double q_token,
+                                                        double read_token) const {
+  const auto& a = engine_.host.attention;
+  Seconds t = km_.memory(2.0 * q * kv_token, 2) + km_.memory(2.0 * kv_total * kv_token, 2);
+  // repeat_kv reads the gathered K (V) once and writes one copy per query head; with one
+  // query head per kv head only the transposition's copy (read + write).
+  const double copy_bytes = read_token > kv_token ? kv_total * (kv_token + read_token) : 2.0 * kv_total * kv_token;
+  t += copy_bytes / a.repeat_kv_copy_rate + 2 * cluster_.gpu.efficiency.kernel_overhead;
+  t += km_.memory(4.0 * q * q_token, 2);
+  return t + sdpa_table_->time(heads_gpu_, static_cast<i64>(q), kv_total);
 }
 
 BatchTime BatchTimeModel::time(const BatchShape& b) const {
@@ -224,8 +284,22 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
     const double requests = double(b.decodes) + double(b.prefills.size());
     const Seconds prep = engine_.host.prepare_update.at(requests, prefill_tokens, kv_tokens);
     const Seconds launch = engine_.host.launch.at(requests, prefill_tokens, kv_tokens);
+    Seconds stall = 0;
+    if (sdpa_table_) {
+      // The mask, filled on the GPU while the batch is prepared: -inf over [Q, Q + KV_total]
+      // and three small kernels per request (ENGINE.md section 1).
+      const double q = double(T);
+      const Seconds mask = km_.memory(q * (q + kv_tokens) * kElement, 1 + 3 * int(requests));
+      r.attention += mask;
+      r.gpu += mask;
+      // The first layer's SDPA call builds cuDNN's graph for this (Q, KV_total) shape on the
+      // host (the calibrated launch time includes it: the fitted iterations all paid it)
+      // while the GPU has only the first layer's projections queued: the GPU work cannot
+      // overlap it.
+      stall = engine_.host.attention.graph_build;
+    }
     r.host = prep + launch;
-    r.total = prep + std::max(launch, r.gpu);
+    r.total = prep + std::max(launch, stall + r.gpu);
     return r;
   }
   r.host = host_forward + engine_.iteration_overhead;

@@ -22,6 +22,8 @@
 // is slower); every engine adds its per-iteration overhead (scheduling, sampling).
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "costmodel/cluster.hpp"
@@ -70,6 +72,25 @@ struct KvCapacity {
   bool fits() const { return blocks > 0; }
 };
 
+// The measured masked SDPA of transformers' paged|sdpa (cuDNN's flash fprop: one CTA per
+// query tile and head, no split over the keys, so a wave of CTAs streams every key): time
+// interpolated between the measured points, by CTA count (query tiles x heads, log-linear)
+// and key count (linear; proportional beyond the measured range, as each CTA's time is).
+class EngineSdpaTable {
+ public:
+  explicit EngineSdpaTable(const EngineAttentionPath& a);
+  Seconds time(std::int64_t heads, std::int64_t q, double kv) const;
+
+ private:
+  struct Row {
+    double ctas = 0;
+    std::vector<std::pair<double, Seconds>> kv_time;  // sorted by kv
+  };
+  Seconds at_row(const Row& r, double kv) const;
+  std::int64_t tile_ = 64;
+  std::vector<Row> rows_;  // sorted by CTA count
+};
+
 class BatchTimeModel {
  public:
   BatchTimeModel(const ModelSpec& model, const ClusterModel& cluster, const EngineSpec& engine, std::int64_t tp,
@@ -105,6 +126,8 @@ class BatchTimeModel {
   Dense compute_layer_dense(std::int64_t tokens) const;
   Seconds attention_layer(const BatchShape& b) const;
   Seconds packed_attention_layer(const BatchShape& b, double kv_token, double q_token, double read_token) const;
+  Seconds measured_packed_attention_layer(double q, double kv_total, double kv_token, double q_token,
+                                          double read_token) const;
 
   ModelSpec model_;
   ClusterModel cluster_;
@@ -116,6 +139,7 @@ class BatchTimeModel {
   KernelModel km_;
   Group tp_group_;
   int kernels_per_layer_ = 0, kernels_outside_ = 0;  // forward launches, attention excluded
+  std::optional<EngineSdpaTable> sdpa_table_;  // the measured engine's attention path
   mutable std::vector<Dense> dense_cache_;
   mutable std::vector<bool> dense_known_;
 };

@@ -23,6 +23,7 @@ were excluded is written to the output. The simulator models the slow mode, whic
 ~95 % of the loaded iterations.
 
 Usage: fit_engine_host.py ITERATIONS_JSON OUT_JSON
+Then engine_attention_path.py OUT_JSON adds the measured attention path to each model.
 Standard library only.
 """
 import datetime

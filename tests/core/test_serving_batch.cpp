@@ -211,3 +211,32 @@ TEST_CASE("serving batch: measured H100 iteration times (transformers eager), me
   CHECK(errors.size() >= 45);
   CHECK(med <= 0.15);
 }
+
+TEST_CASE("serving batch: the measured engine SDPA table interpolates by CTA count and key count", "[serving]") {
+  // Two measured rows of 32 heads: 64 queries (1 tile -> 32 CTAs) and 256 queries (4 tiles
+  // -> 128 CTAs), each at 4096 and 16384 keys.
+  EngineAttentionPath a;
+  a.enabled = true;
+  a.heads = 32;
+  a.head_dim = 64;
+  a.query_tile = 64;
+  a.sdpa = {{16, 4096, 0.5e-4}, {64, 4096, 1e-4}, {64, 16384, 3e-4}, {256, 4096, 2e-4}, {256, 16384, 8e-4}};
+  const EngineSdpaTable t(a);
+  // At a measured point: its time (16 and 64 queries share one tile: the 64-query row).
+  CHECK(t.time(32, 64, 4096) == Approx(1e-4));
+  CHECK(t.time(32, 20, 4096) == Approx(1e-4));
+  CHECK(t.time(32, 256, 16384) == Approx(8e-4));
+  // Linear in the keys between measured counts: halfway 4096..16384 at 64 queries.
+  CHECK(t.time(32, 64, 10240) == Approx(2e-4));
+  // Log-linear in CTAs: 128 queries = 64 CTAs, halfway (in log) between 32 and 128:
+  // sqrt(1e-4 * 2e-4) at 4096 keys.
+  const double mid = std::sqrt(1e-4 * 2e-4);
+  std::printf("128 queries x 4096 keys: expected %.4g s, table %.4g s\n", mid, t.time(32, 128, 4096));
+  CHECK(t.time(32, 128, 4096) == Approx(mid));
+  // Beyond the measured ranges: proportional to the keys (one CTA streams them all) and to
+  // the CTAs (more waves).
+  CHECK(t.time(32, 64, 32768) == Approx(6e-4));
+  CHECK(t.time(32, 512, 16384) == Approx(1.6e-3));
+  // Fewer heads per GPU (tp 2): the same CTA count as half the queries at 32 heads.
+  CHECK(t.time(16, 512, 16384) == Approx(t.time(32, 256, 16384)));
+}

@@ -12,9 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "scenarios/json_reader.hpp"
+#include "costmodel/cluster.hpp"
 #include "sim/serve.hpp"
+#include "strategies/serving_batch.hpp"
 #include "strategies/serving_scheduler.hpp"
 
 using namespace clustersim;
@@ -124,10 +128,70 @@ TEST_CASE("serve: transformers-fifo replays the measured engine's Poisson traces
   std::printf("median |error| over %zu figures: %.1f%%, max %.1f%%, within 10%%: %td of %zu\n", errors.size(),
               100 * median, 100 * sorted.back(), std::count_if(sorted.begin(), sorted.end(), [](double e) { return e <= 0.10; }),
               sorted.size());
-  // Reached 2026-11-26: median 12.1 %, max 48.9 % (the loaded runs of the second call,
-  // docs/serving.md). The issue's goal, 10 %, is not reached; these bounds keep what is.
-  CHECK(median <= 0.13);
-  CHECK(sorted.back() <= 0.55);
+  // Reached 2026-11-26 with the measured attention path and the cuDNN graph-build stall
+  // (docs/serving.md): median 6.2 %, max 28.4 % (1B 8 req/s TTFT p90). Before them: 12.1 %
+  // and 48.9 %. The issue's goal is a median within 10 %; these bounds keep what is reached.
+  CHECK(median <= 0.07);
+  CHECK(sorted.back() <= 0.30);
+}
+
+TEST_CASE("serve: the engine's GPU time per iteration against its profiled kernels", "[serving][engine]") {
+  // calibration/data/h100-sxm5-80gb/serving-engine-profile-2026-11-26.json: the engine's
+  // iterations under torch.profiler (calibration/serving/profile_engine.py), 64-107 requests
+  // decoding at 12k-133k KV tokens, prefill iterations of 8192 tokens between them. The
+  // batch-time model times the same batches with the measured attention path (not fitted to
+  // these iterations: the SDPA table and the copy rate come from measure_attention_path.py).
+  const nlohmann::json prof = read_json_file((kData / "serving-engine-profile-2026-11-26.json").string());
+  const nlohmann::json data = read_json_file((kData / "serving-engine-2026-11-26.json").string());
+  std::vector<double> errors, attn_errors;
+  for (const char* name : {"llama-1b", "llama-8b"}) {
+    std::size_t e = 0;
+    while (data["engines"][e]["model"] != name) ++e;
+    Diagnostics diag("<profile>");
+    ServingScenario s = parse_serving_scenario(engine_scenario(data["models"][name], data["engines"][e], "t.csv"), diag);
+    REQUIRE(diag.ok());
+    read_engine_host_cost(s.engine.host);
+    REQUIRE(s.engine.host.attention.enabled);
+    Diagnostics cd("<profile>");
+    const ClusterModel c = resolve_cluster(s.cluster, cd);
+    REQUIRE(cd.ok());
+    const BatchTimeModel m(s.model, c, s.engine, 1, 1);
+    std::printf("%-9s %5s %7s %4s | GPU ms meas / model / err | attention path ms meas / model\n", name, "Q", "KV",
+                "req");
+    const auto& its = prof["models"][name]["iterations"];
+    for (std::size_t i = 1; i < its.size(); ++i) {  // the first iteration pays cuBLAS/cuDNN initialisation
+      const auto& it = its[i];
+      const std::int64_t q = it["q_tokens"], kv = it["kv_tokens"], n = it["requests"], np = it["prefill_requests"];
+      BatchShape b;
+      b.decodes = n - np;
+      const std::int64_t prefill = q - b.decodes;
+      double prefill_keys = 0;
+      for (std::int64_t k = 0; k < np; ++k) {
+        const std::int64_t t = prefill / np + (k < prefill % np ? 1 : 0);
+        b.prefills.push_back({t, 0});
+        prefill_keys += double(t);
+      }
+      b.decode_context = double(kv) - prefill_keys;
+      b.sampled = n;
+      const BatchTime t = m.time(b);
+      const double meas = it["gpu_s"].get<double>() + it["prepare_gpu_s"].get<double>();
+      const auto& cls = it["gpu_by_class_s"];
+      double attn_meas = it["prepare_gpu_s"].get<double>();
+      for (const char* k : {"sdpa", "repeat_kv_copy", "gather", "index_copy"}) attn_meas += cls.value(k, 0.0);
+      const double err = (t.gpu - meas) / meas;
+      errors.push_back(std::fabs(err));
+      attn_errors.push_back(std::fabs(t.attention - attn_meas) / attn_meas);
+      std::printf("%-9s %5lld %7lld %4lld | %7.1f %7.1f %+6.1f%% | %7.1f %7.1f\n", name, (long long)q, (long long)kv,
+                  (long long)n, meas * 1e3, t.gpu * 1e3, 100 * err, attn_meas * 1e3, t.attention * 1e3);
+    }
+  }
+  std::sort(errors.begin(), errors.end());
+  std::sort(attn_errors.begin(), attn_errors.end());
+  const double median = percentile(errors, 0.5), attn_median = percentile(attn_errors, 0.5);
+  std::printf("GPU time: median |error| %.1f%%, max %.1f%% over %zu iterations; attention path: median %.1f%%\n",
+              100 * median, 100 * errors.back(), errors.size(), 100 * attn_median);
+  CHECK(median <= 0.10);
+  CHECK(attn_median <= 0.10);
 }
 
 namespace {
@@ -237,4 +301,18 @@ TEST_CASE("serve: bad transformers-fifo settings name the JSON path and the valu
   h.file = (kData / "serving-engine-host-2026-11-26.json").string();
   h.model = "llama-3b";
   CHECK_THROWS_WITH(read_engine_host_cost(h), Catch::Contains("/models/llama-3b") && Catch::Contains("llama-8b"));
+  // A damaged attention path names the file, the JSON path and the value.
+  nlohmann::json cal = read_json_file(h.file);
+  cal["models"]["llama-1b"]["attention_path"]["graph_build_s"] = -0.5;
+  cal["models"]["llama-1b"]["attention_path"]["sdpa"]["points"][3] = {64, 4096, "fast"};
+  const fs::path bad = fs::temp_directory_path() / ("clustersim-attention-path-" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream(bad) << cal.dump();
+  }
+  h.file = bad.string();
+  h.model = "llama-1b";
+  CHECK_THROWS_WITH(read_engine_host_cost(h),
+                    Catch::Contains(bad.string() + ": /models/llama-1b/attention_path/graph_build_s") &&
+                        Catch::Contains("-0.5") && Catch::Contains("/models/llama-1b/attention_path/sdpa/points/3"));
+  fs::remove(bad);
 }
