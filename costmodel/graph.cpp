@@ -9,6 +9,7 @@
 #include "costmodel/graph.hpp"
 
 #include <cmath>
+#include <utility>
 
 namespace clustersim {
 namespace {
@@ -59,6 +60,9 @@ struct Dims {
   double r;      // residual-stream element size
   bool casts;    // autocast cast kernels
   bool eager;    // unfused kernels
+  bool score_mask;   // megatron-2019: scale and mask as separate passes, layout copies
+  bool bias_adds;    // megatron-2019: bias added after each GEMM
+  bool fp32_logits;  // megatron-2019: fp32 logits, unfused cross entropy
   i64 T() const { return B * S; }
   double TH() const { return double(B) * S * H; }
 };
@@ -82,6 +86,13 @@ Op residual_op(const std::string& name, const Dims& d) {
   }
   if (d.p > 0) return memory_op(name + "-bias-dropout-add", Split::seq, d.TH() * (3 * d.e + 1), d.TH() * (2 * d.e + 1), d.TH());
   return memory_op(name + "-residual-add", Split::seq, 3 * d.TH() * d.e, 0, 0);
+}
+
+// A bias added by its own kernel after the GEMM (megatron-2019): reads and writes the
+// GEMM's output of n features per token; its gradient passes through.
+void bias_add(std::vector<Op>& ops, const std::string& name, const Dims& d, i64 n, Split split) {
+  if (!d.bias_adds) return;
+  ops.push_back(memory_op(name + "-bias-add", split, 2.0 * double(d.T()) * n * d.e, 0, 0));
 }
 
 Op residual(const std::string& name, const Dims& d) {
@@ -175,6 +186,22 @@ void attention_core(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, con
     Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, t.dqk, false, Split::heads, 0, 0);
     scores.core_attention = true;
     ops.push_back(scores);
+    if (d.score_mask) {
+      // megatron-2019 (mpu/transformer.py at a0368ddf): scores / sqrt(d), then
+      // scores * mask - 10000 (1 - mask): three passes forward; backward the division's
+      // and the product's (the shift passes its gradient through). The mask is [1, 1, s, s].
+      Op mask = memory_op("attn-scale-mask", Split::heads, 3 * 2 * probs * d.e, 2 * 2 * probs * d.e, 0);
+      mask.kernels = 3;
+      mask.core_attention = true;
+      ops.push_back(mask);
+      // torch.matmul copies the permuted q, k^T and v views into contiguous batches, and the
+      // context is permuted back with .contiguous(); backward copies the context's gradient
+      // and concatenates dq, dk, dv into the fused QKV gradient.
+      Op layout = memory_op("attn-layout-copies", Split::heads, 2 * (t.q + t.k + t.v + t.o), 2 * (t.q + t.k + t.v + t.o), 0);
+      layout.kernels = 4;
+      layout.core_attention = true;
+      ops.push_back(layout);
+    }
     Op softmax = memory_op("scale-mask-softmax", Split::heads, 2 * probs * d.e, 3 * probs * d.e, probs * d.e);
     softmax.memory_kind = MemoryKind::softmax;
     softmax.role = OpRole::row_reduction;
@@ -199,6 +226,8 @@ void attention_output(std::vector<Op>& ops, const Dims& d, i64 attn_width, bool 
                        double(attn_width) * d.H + (bias ? d.H : 0), double(d.T()) * attn_width * d.e));
   if (bias) bias_grad(ops, "attn-out", d, d.H, Split::seq);
   ops.push_back(comm("attn-g", OpKind::tp_exit, d.TH() * d.e));
+  // A row-parallel layer adds its bias after the all-reduce, on every rank.
+  if (bias) bias_add(ops, "attn-out", d, d.H, Split::seq);
   ops.push_back(residual("attn", d));
 }
 
@@ -217,6 +246,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
   // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
   ops.push_back(saved_marker("qkv-input-saved", Split::seq, d.TH() * d.e));
   if (bias) bias_grad(ops, "qkv", d, n_qkv, Split::column);
+  if (bias) bias_add(ops, "qkv", d, n_qkv, Split::column);
   if (llama) {
     if (d.eager) {
       // rotate-half written out: 4 multiplies, a subtract, an add and a cat per tensor,
@@ -309,11 +339,13 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
     ops.push_back(matmul("fc1", 1, d.T(), d.F, d.H, true, Split::column, double(d.H) * d.F + d.F, 0));
     ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.e));
     bias_grad(ops, "fc1", d, d.F, Split::column);
+    bias_add(ops, "fc1", d, d.F, Split::column);
     ops.push_back(memory_op(d.eager ? "gelu" : "bias-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e));
     ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.e));
     bias_grad(ops, "fc2", d, d.H, Split::seq);
   }
   ops.push_back(comm("mlp-g", OpKind::tp_exit, d.TH() * d.e));
+  if (!llama) bias_add(ops, "fc2", d, d.H, Split::seq);
   ops.push_back(residual("mlp", d));
 }
 
@@ -393,6 +425,18 @@ double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::s
   const double logits = double(d.T()) * d.V;
   ops.push_back(matmul(prefix + "logits", 1, d.T(), d.V, d.H, true, Split::column, logits_params, 0));
   ops.push_back(saved_marker(prefix + "logits-input-saved", Split::seq, d.TH() * d.e));
+  if (d.fp32_logits) {
+    // megatron-2019: FP16_Module casts the logits to fp32 (read 2, write 4 per element;
+    // backward the reverse), then mpu/cross_entropy.py at a0368ddf runs max, sub_, exp,
+    // sum and div_ as separate passes over them (32 bytes an element) and keeps the fp32
+    // softmax; backward scales it in place (8) and casts the gradient back.
+    ops.push_back(memory_op(prefix + "cross-entropy", Split::column, logits * (d.e + 4 + 32),
+                            logits * (8 + 4 + d.e), logits * 4));
+    ops.back().memory_kind = MemoryKind::softmax;
+    ops.back().role = OpRole::row_reduction;
+    ops.back().kernels = 6;
+    return logits * d.e;  // the 16-bit gradient of the logits beside the saved fp32 softmax
+  }
   if (d.eager) {
     // PyTorch's log_softmax reads and writes the logits' dtype (fp32 accumulation). While
     // its backward runs, the caller still holds the logits, and nll_loss's dense
@@ -411,6 +455,22 @@ double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::s
   return logits * 4;  // the fp32 gradient of the logits
 }
 
+// Weight gradients accumulated outside the GEMMs (GraphStyle::grad_accumulation_bytes):
+// one pass over the block's gradients each micro-batch, after its backward. Weights
+// shard over TP (the few replicated norm and bias parameters are counted as sharded) and
+// experts over EP.
+void add_grad_accumulation(Block& b, double bytes_per_param) {
+  double dense = 0, expert = 0;
+  for (const Op& op : b.ops) (op.expert ? expert : dense) += op.params;
+  for (const auto& [params, is_expert] : {std::pair{dense, false}, std::pair{expert, true}}) {
+    if (params <= 0) continue;
+    Op acc = memory_op(is_expert ? "expert-grad-accumulation" : "grad-accumulation", Split::column, 0,
+                       params * bytes_per_param, 0);
+    acc.expert = is_expert;
+    b.ops.push_back(acc);
+  }
+}
+
 void layer_attention(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool llama) {
   if (m.mla) mla_attention_ops(ops, m, d);
   else attention_ops(ops, m, d, llama);
@@ -420,8 +480,10 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   const bool llama_moe = m.family == ModelFamily::llama_moe;
   const bool llama = m.family == ModelFamily::llama || llama_moe;
   const double e = style.activation_bytes;
-  Dims d{micro_batch, m.seq_len,   m.hidden,         m.heads,     m.kv_heads,
-         m.head_dim(), m.ffn_hidden, m.vocab, e, m.dropout, style.residual_bytes, style.autocast_casts, style.eager};
+  Dims d{micro_batch,          m.seq_len,          m.hidden,          m.heads,     m.kv_heads,
+         m.head_dim(),         m.ffn_hidden,       m.vocab,           e,           m.dropout,
+         style.residual_bytes, style.autocast_casts, style.eager,     style.unfused_score_mask,
+         style.bias_add_kernels, style.fp32_logits};
   ModelGraph g;
   g.micro_batch = micro_batch;
   g.tokens_per_sample = m.seq_len;
@@ -507,6 +569,8 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
     g.tied_params = double(d.V) * d.H;
     g.blocks[0].ops.front().tied = true;
   }
+  if (style.grad_accumulation_bytes > 0)
+    for (Block& b : g.blocks) add_grad_accumulation(b, style.grad_accumulation_bytes);
   return g;
 }
 
@@ -656,6 +720,29 @@ double ModelGraph::fwd_flops() const {
   for (int b : layers) f += blocks[b].fwd_flops();
   for (int b : post) f += blocks[b].fwd_flops();
   return f;
+}
+
+GraphStyle graph_style(const TrainingSpec& t) {
+  GraphStyle s = graph_style(t.precision);
+  switch (t.framework.name) {
+    case Framework::megatron_2019:
+      // FP16_Module runs the whole model in fp16: 16-bit residual stream, no autocast casts.
+      s.eager = true;
+      s.unfused_score_mask = true;
+      s.bias_add_kernels = true;
+      s.fp32_logits = true;
+      break;
+    case Framework::megatron_deepspeed:
+      // bf16: BF16_Optimizer.update_hp_grads (deepspeed/runtime/bf16_optimizer.py), called
+      // by the pipeline engine after each micro-batch's backward, runs
+      // hp_grad.add_(lp.grad.to(fp32)): read the bf16 gradient (2), write its fp32 copy (4),
+      // read it (4), read and write the fp32 accumulator (8). fp16: autograd's
+      // AccumulateGrad adds the new 16-bit gradient into .grad (read 2 + 2, write 2).
+      s.grad_accumulation_bytes = t.precision == Precision::mixed_fp16 ? 6.0 : 18.0;
+      break;
+    default: break;
+  }
+  return s;
 }
 
 GraphStyle graph_style(Precision p) {

@@ -120,8 +120,22 @@ struct GraphStyle {
   double residual_bytes = 2;    // element size of the residual stream and norms
   bool autocast_casts = false;  // cast kernels for weights and matmul inputs
   bool eager = false;           // unfused elementwise kernels and layout copies
+  // Megatron-LM of 2019 (training.framework megatron-2019) beyond the eager kernels: the
+  // attention scores divided by sqrt(d), multiplied by the causal mask and shifted by
+  // -10000 (1 - mask) as three passes, q, k, v and the context copied to contiguous
+  // layouts around the batched matmuls; each bias added after its GEMM (PyTorch 1.1's
+  // F.linear on 3-D inputs is matmul then add_); the logits cast to fp32 by FP16_Module
+  // and an unfused vocab-parallel cross entropy over them.
+  bool unfused_score_mask = false;
+  bool bias_add_kernels = false;
+  bool fp32_logits = false;
+  // Bytes per parameter read and written every micro-batch to accumulate the weight
+  // gradients outside the GEMMs (megatron-deepspeed; 0: accumulated by the wgrad GEMM).
+  double grad_accumulation_bytes = 0;
 };
 GraphStyle graph_style(Precision p);
+// The precision's style with the framework's kernels (training.framework).
+GraphStyle graph_style(const TrainingSpec& t);
 
 // Builds the graph of one micro-batch of `micro_batch` samples.
 ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, const GraphStyle& style);

@@ -1,5 +1,7 @@
 #include "costmodel/precision.hpp"
 
+#include <algorithm>
+
 namespace clustersim {
 
 PrecisionRules precision_rules(Precision p, OptimizerKind opt) {
@@ -46,6 +48,20 @@ PrecisionRules precision_rules(const TrainingSpec& t) {
       if (*f.param_dtype != ElementType::fp32) r.autocast_copy_bytes = 0;
     }
     if (f.reduce_dtype) r.grad_comm_bytes = element_bytes(*f.reduce_dtype);
+  }
+  // Megatron's main gradients in reduce_dtype: the buffer and its reduction.
+  if (megatron_family(f.name) && f.reduce_dtype) r.grad_bytes = r.grad_comm_bytes = element_bytes(*f.reduce_dtype);
+  if (f.name == Framework::megatron_2019) {
+    // FP16_Optimizer of Megatron-LM 2019 (fp16/fp16.py, fp16util.py, loss_scaler.py and
+    // mpu/grads.py at a0368ddf) goes tensor by tensor; per parameter it moves: the overflow
+    // check float(x.float().sum()) reads the fp16 gradient, writes and reads an fp32 copy
+    // (10); the copy into the fp32 master gradient (6); unscaling it in place (8); the
+    // clipping norm (4); apex FusedAdam on the fp32 master: gradient, master and states
+    // read, master and states written (4 + 2 x 4 + 2 x states); the master copied into the
+    // fp16 weight (6); zero_grad on the fp16 gradients (2). The fused step's bytes are
+    // already counted.
+    const double fp16_optimizer = 10 + 6 + 8 + 4 + (4 + 2 * 4 + 2 * r.optimizer_state_bytes) + 6 + 2;
+    r.optimizer_extra_bytes = std::max(0.0, fp16_optimizer - (r.optimizer_step_bytes() + r.grad_bytes));
   }
   return r;
 }

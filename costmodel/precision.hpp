@@ -37,6 +37,9 @@ struct PrecisionRules {
   // The GEMMs against weights (forward, dgrad, wgrad): `compute`, or fp8 under mixed-fp8,
   // whose casts and transposes fp8_cast_traffic() prices.
   DType weight_gemm = DType::bf16;
+  // Bytes per parameter the framework's optimizer moves besides the fused step
+  // (optimizer_step_bytes and the gradient read): megatron-2019's FP16_Optimizer passes.
+  double optimizer_extra_bytes = 0;
   // Bytes read plus written per parameter by the optimizer step.
   double optimizer_step_bytes() const;
 };

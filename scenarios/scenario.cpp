@@ -47,11 +47,13 @@ constexpr NameTable<Schedule, 5> schedule_names{{{Schedule::gpipe, "gpipe"},
                                                  {Schedule::zb_h1, "zb-h1"},
                                                  {Schedule::dualpipe, "dualpipe"}}};
 
-constexpr NameTable<Framework, 5> framework_names{{{Framework::megatron, "megatron"},
+constexpr NameTable<Framework, 7> framework_names{{{Framework::megatron, "megatron"},
                                                    {Framework::pytorch, "pytorch"},
                                                    {Framework::pytorch_ddp, "pytorch-ddp"},
                                                    {Framework::pytorch_fsdp, "pytorch-fsdp"},
-                                                   {Framework::pytorch_tp, "pytorch-tp"}}};
+                                                   {Framework::pytorch_tp, "pytorch-tp"},
+                                                   {Framework::megatron_2019, "megatron-2019"},
+                                                   {Framework::megatron_deepspeed, "megatron-deepspeed"}}};
 constexpr NameTable<ElementType, 3> element_type_names{
     {{ElementType::fp32, "fp32"}, {ElementType::bf16, "bf16"}, {ElementType::fp16, "fp16"}}};
 constexpr NameTable<CpAlgorithm, 2> cp_algorithm_names{
@@ -181,6 +183,14 @@ bool mixed_precision(Precision p) {
   return p == Precision::mixed_bf16 || p == Precision::mixed_fp16 || p == Precision::mixed_fp8;
 }
 
+}  // namespace
+
+bool megatron_family(Framework f) {
+  return f == Framework::megatron || f == Framework::megatron_2019 || f == Framework::megatron_deepspeed;
+}
+
+namespace {
+
 void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   FrameworkSpec& f = t.framework;
   f.name = mixed_precision(t.precision) ? Framework::megatron : Framework::pytorch_ddp;
@@ -207,7 +217,9 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   only("gradient_as_bucket_view", Framework::pytorch_ddp);
   only("version", Framework::pytorch_fsdp);
   only("param_dtype", Framework::pytorch_fsdp);
-  only("reduce_dtype", Framework::pytorch_fsdp);
+  if (fr.has("reduce_dtype") && f.name != Framework::pytorch_fsdp && !megatron_family(f.name))
+    diag.error(fr.path("reduce_dtype"), fmt::format("\"reduce_dtype\" is a knob of pytorch-fsdp and the megatron "
+                                                    "frameworks, not of {}", enum_name(framework_names, f.name)));
   only("sharding", Framework::pytorch_fsdp);
   only("shard_size", Framework::pytorch_fsdp);
   if (auto b = fr.quantity("bucket_cap", Dimension::bytes, false)) {
@@ -452,10 +464,19 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
                                            p.zero));
     else if (f.name == Framework::pytorch_fsdp)
       check_fsdp_sharding(s, diag);
-    if (f.name != Framework::megatron && mixed_precision(t.precision))
+    if (!megatron_family(f.name) && mixed_precision(t.precision))
       diag.error("/training/precision",
                  fmt::format("{} is Megatron's mixed precision; PyTorch frameworks train with amp-bf16, amp-fp16 or fp32",
                              to_string(t.precision)));
+  }
+  // The historical Megatron stacks: what their code could run.
+  if (f.given && !p.searched() && (f.name == Framework::megatron_2019 || f.name == Framework::megatron_deepspeed)) {
+    if (!mixed_precision(t.precision) || t.precision == Precision::mixed_fp8)
+      diag.error("/training/precision", fmt::format("{} trains with mixed-fp16 or mixed-bf16, got {}", to_string(f.name),
+                                                    to_string(t.precision)));
+    if (f.name == Framework::megatron_2019 && (p.pp > 1 || p.zero != 0 || p.sequence_parallel))
+      diag.error("/plan", fmt::format("megatron-2019 has tensor and data parallelism only: pp 1, zero 0, no sequence "
+                                      "parallelism (got pp {}, zero {})", p.pp, p.zero));
   }
   const bool transformer = m.family != ModelFamily::wresnet;
   const std::int64_t vstages = p.pp * p.virtual_stages;
@@ -703,6 +724,7 @@ nlohmann::json to_json(const Scenario& s) {
       if (f.sharding) fw["sharding"] = to_string(*f.sharding);
       if (f.shard_size > 0) fw["shard_size"] = f.shard_size;
     }
+    if (megatron_family(f.name) && f.reduce_dtype) fw["reduce_dtype"] = to_string(*f.reduce_dtype);
     training["framework"] = std::move(fw);
   }
   json intra = json::object();

@@ -37,7 +37,18 @@ enum class Topology { fat_tree, leaf_spine, rail_optimized };
 // compute; backward splits into input and weight gradients as in ZB-H1.
 enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, dualpipe };
 // The training software: what it launches and how it syncs (see FrameworkSpec).
-enum class Framework { megatron, pytorch, pytorch_ddp, pytorch_fsdp, pytorch_tp };
+enum class Framework {
+  megatron,
+  pytorch,
+  pytorch_ddp,
+  pytorch_fsdp,
+  pytorch_tp,
+  // Historical and third-party Megatron stacks (FrameworkSpec): mixed-* precisions, as megatron.
+  megatron_2019,
+  megatron_deepspeed,
+};
+// Megatron-LM and the stacks built from it: they train with the mixed-* precisions.
+bool megatron_family(Framework);
 enum class ElementType { fp32, bf16, fp16 };
 // Context parallelism's attention (plan.cp_algorithm): ring (Megatron-Core's p2p ring in
 // TransformerEngine: K and V blocks travel round the cp GPUs, overlapped with attention)
@@ -103,6 +114,15 @@ struct ModelSpec {
 //  pytorch-fsdp  FullyShardedDataParallel: version 1 or 2, param_dtype and reduce_dtype (default:
 //                the parameters' storage type); plan.zero 3 is FULL_SHARD, 2 SHARD_GRAD_OP
 //  pytorch-tp    DTensor tensor parallelism (parallelize_module): host dispatch per kernel grows
+//  megatron-2019 Megatron-LM as released in 2019 (commit a0368ddf, PyTorch 1.1 in NGC 19.05): the
+//                attention scores scaled and masked by separate kernels, bias adds after the
+//                GEMMs (F.linear on 3-D inputs), unfused dropout and residual adds, fp32 logits
+//                into an unfused cross entropy, and FP16_Optimizer's per-tensor passes around
+//                the Adam step (GraphStyle, PrecisionRules::optimizer_extra_bytes)
+//  megatron-deepspeed Megatron-DeepSpeed's pipeline engine: Megatron's fused layers, and under
+//                mixed-bf16 DeepSpeed's BF16_Optimizer adds every micro-batch's bf16 weight
+//                gradients into fp32 buffers (update_hp_grads); under mixed-fp16 autograd
+//                accumulates the 16-bit gradients in place (GraphStyle::grad_accumulation_bytes)
 // Default (not written): megatron for mixed-* precisions; otherwise pytorch-ddp, or
 // pytorch-fsdp when plan.zero is 2 or 3. The rules between framework, precision and
 // plan.zero are checked only for a framework written in the file.

@@ -142,7 +142,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
   r.collectives = s.simulation.collectives;
   r.interference = est.cluster().gpu.interference;
 
-  const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training.precision));
+  const ModelGraph g = build_model_graph(s.model, s.training.micro_batch, graph_style(s.training));
   const KernelModel km(est.cluster().gpu);
   ShardingContext ctx{plan.tp, plan.ep, r.sequence_parallel, est.precision().compute, est.precision().weight_gemm,
                       expert_all_to_all_share(s.model.top_k, s.model.max_nodes_per_token,

@@ -32,7 +32,7 @@ const ModelGraph& Estimator::graph(i64 micro_batch) const {
 const Estimator::GraphTotals& Estimator::totals(i64 micro_batch) const {
   auto it = graphs_.find(micro_batch);
   if (it == graphs_.end()) {
-    GraphTotals t{build_model_graph(model_, micro_batch, graph_style(training_.precision))};
+    GraphTotals t{build_model_graph(model_, micro_batch, graph_style(training_))};
     t.params = t.graph.params();
     t.model_flops = t.graph.model_flops();
     it = graphs_.emplace(micro_batch, std::move(t)).first;

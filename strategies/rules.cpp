@@ -81,7 +81,7 @@ Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward
 
 namespace {
 double optimizer_bytes(double params, const PrecisionRules& r) {
-  return params * (r.optimizer_step_bytes() + r.grad_bytes);
+  return params * (r.optimizer_step_bytes() + r.grad_bytes + r.optimizer_extra_bytes);
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "costmodel/graph.hpp"
 #include "scenarios/json_reader.hpp"
 
 namespace clustersim {
@@ -107,11 +108,20 @@ std::vector<ValidationCase> validation_cases(const std::string& root) {
       // sequence tokens takes that share of the hours, spread over the run's GPUs.
       c.step_time = stated_number(m.at("gpu_hours_per_trillion_tokens"), published) * 3600.0 *
                     double(s.training.global_batch) * double(s.model.seq_len) / 1e12 / double(s.cluster.total_gpus());
-    else if (m.contains("weak_scaling_efficiency"))
-      // Per-GPU rate relative to the one-GPU baseline the row names ("39 TFLOP/s ...").
-      c.hardware_tflops_per_gpu = stated_number(m.at("relative_to"), published) *
-                                  stated_number(m.at("weak_scaling_efficiency"), published) / 100.0;
-    else c.hardware_tflops_per_gpu = stated_number(m.at("tflops_per_gpu"), published);
+    else {
+      // Per-GPU rate relative to the one-GPU baseline the row names ("39 TFLOP/s ..."), or stated.
+      const double tflops = m.contains("weak_scaling_efficiency")
+                                ? stated_number(m.at("relative_to"), published) *
+                                      stated_number(m.at("weak_scaling_efficiency"), published) / 100.0
+                                : stated_number(m.at("tflops_per_gpu"), published);
+      // "8NT": the source counts 8 FLOPs per parameter and token (forward, backward and the
+      // recomputed forward, attention scores left out), so its figure fixes the step time;
+      // otherwise the figure counts what the GPUs execute, as the prediction does.
+      if (m.value("flops_counting", "") == "8NT")
+        c.step_time = 8.0 * parameter_count(s.model) * double(s.training.global_batch) * double(s.model.seq_len) /
+                      (tflops * 1e12 * double(s.cluster.total_gpus()));
+      else c.hardware_tflops_per_gpu = tflops;
+    }
     cases.push_back(std::move(c));
   }
   return cases;

@@ -24,7 +24,7 @@ SearchContext::SearchContext(const Scenario& s, const SearchOptions& o) : s_(s),
 const ModelGraph& SearchContext::graph(i64 samples) {
   auto it = graphs_.find(samples);
   if (it == graphs_.end())
-    it = graphs_.emplace(samples, build_model_graph(s_.model, samples, graph_style(s_.training.precision))).first;
+    it = graphs_.emplace(samples, build_model_graph(s_.model, samples, graph_style(s_.training))).first;
   return it->second;
 }
 

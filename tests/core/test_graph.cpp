@@ -1,5 +1,7 @@
 // Model graphs against published parameter counts and closed forms.
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
 
 #include "costmodel/graph.hpp"
 
@@ -173,4 +175,88 @@ TEST_CASE("tensor-parallel entry all-reduces move the norm output's element size
     CHECK(entries == 2);
     CHECK(exits == 2);
   }
+}
+
+namespace {
+double bytes_of(const Block& b, const std::string& name, bool forward) {
+  for (const Op& op : b.ops)
+    if (op.name == name) return forward ? op.fwd_bytes : op.bwd_bytes;
+  return -1;
+}
+double sum_bytes(const Block& b, bool forward) {
+  double s = 0;
+  for (const Op& op : b.ops) s += forward ? op.fwd_bytes : op.bwd_bytes;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("megatron-2019: scale and mask passes, bias adds and fp32 logits beyond the eager kernels", "[graph]") {
+  // Megatron-LM's 2019 code (commit a0368ddf) on the paper's 1.2B baseline, batch 8, with
+  // dropout 0.1 and standard attention: the score tensor of b a s^2 fp16 elements gets three
+  // more passes forward (divide, mask multiply, shift) and two backward; each of the four
+  // biased GEMMs is followed by an add over its output; the logits are cast to fp32 and
+  // run through a cross entropy of separate passes.
+  ModelSpec m = gpt(1536, 40, 16, 1024, 51200);
+  m.attention = AttentionImpl::standard;
+  m.dropout = 0.1;
+  const double b = 8, s = 1024, h = 1536, a = 16, V = 51200, e = 2;
+  TrainingSpec t;
+  t.precision = Precision::mixed_fp16;
+  t.framework.name = Framework::megatron_2019;
+  const GraphStyle style = graph_style(t);
+  CHECK(style.eager);
+  CHECK(style.residual_bytes == 2);  // FP16_Module: the whole model in fp16
+  CHECK_FALSE(style.autocast_casts);
+  const ModelGraph g = build_model_graph(m, 8, style);
+  const Block& layer = g.blocks[static_cast<std::size_t>(g.layers[0])];
+  const double probs = b * a * s * s;
+  std::printf("score scale and mask: forward expected %.6g bytes, graph %.6g; backward expected %.6g, graph %.6g\n",
+              6 * probs * e, bytes_of(layer, "attn-scale-mask", true), 4 * probs * e,
+              bytes_of(layer, "attn-scale-mask", false));
+  CHECK(bytes_of(layer, "attn-scale-mask", true) == Approx(6 * probs * e).epsilon(1e-12));
+  CHECK(bytes_of(layer, "attn-scale-mask", false) == Approx(4 * probs * e).epsilon(1e-12));
+  // Bias adds read and write 3h (qkv), h (attention output), 4h (fc1) and h (fc2) per token.
+  const double bias_adds = bytes_of(layer, "qkv-bias-add", true) + bytes_of(layer, "attn-out-bias-add", true) +
+                           bytes_of(layer, "fc1-bias-add", true) + bytes_of(layer, "fc2-bias-add", true);
+  std::printf("bias adds: expected %.6g bytes, graph %.6g\n", 2 * b * s * 9 * h * e, bias_adds);
+  CHECK(bias_adds == Approx(2 * b * s * 9 * h * e).epsilon(1e-12));
+  const Block& head = g.blocks[static_cast<std::size_t>(g.post[0])];
+  const double logits = b * s * V;
+  std::printf("fp32 cross entropy: forward expected %.6g bytes, graph %.6g\n", logits * (e + 36),
+              bytes_of(head, "cross-entropy", true));
+  CHECK(bytes_of(head, "cross-entropy", true) == Approx(logits * (e + 36)).epsilon(1e-12));
+  CHECK(bytes_of(head, "cross-entropy", false) == Approx(logits * (12 + e)).epsilon(1e-12));
+  // Everything else is the eager graph of the same precision: the 2019 layer moves exactly
+  // the added passes more.
+  GraphStyle eager = graph_style(Precision::mixed_fp16);
+  eager.eager = true;
+  const Block& plain = build_model_graph(m, 8, eager).blocks[static_cast<std::size_t>(g.layers[0])];
+  const double layout = 2 * (4 * b * s * h * e);
+  const double added_f = 6 * probs * e + layout + 2 * b * s * 9 * h * e;
+  std::printf("2019 layer over eager: forward expected %.6g bytes more, graph %.6g\n", added_f,
+              sum_bytes(layer, true) - sum_bytes(plain, true));
+  CHECK(sum_bytes(layer, true) - sum_bytes(plain, true) == Approx(added_f).epsilon(1e-9));
+  CHECK(sum_bytes(layer, false) - sum_bytes(plain, false) == Approx(4 * probs * e + layout).epsilon(1e-9));
+}
+
+TEST_CASE("megatron-deepspeed: each micro-batch's gradients are accumulated in one pass per block", "[graph]") {
+  // DeepSpeed's BF16_Optimizer.update_hp_grads after every micro-batch's backward:
+  // hp.add_(lp.grad.to(fp32)) moves 2 + 4 + 4 + 8 = 18 bytes per parameter; under fp16
+  // autograd adds into .grad in place, 6 bytes.
+  const ModelSpec m = gpt(2048, 4, 16, 2048, 51200);
+  for (const auto& [precision, per_param] : {std::pair{Precision::mixed_bf16, 18.0}, {Precision::mixed_fp16, 6.0}}) {
+    TrainingSpec t;
+    t.precision = precision;
+    t.framework.name = Framework::megatron_deepspeed;
+    const ModelGraph g = build_model_graph(m, 1, graph_style(t));
+    for (const Block& b : g.blocks) {
+      INFO(b.name << ": expected " << b.params() * per_param << " bytes, graph " << bytes_of(b, "grad-accumulation", false));
+      CHECK(bytes_of(b, "grad-accumulation", false) == Approx(b.params() * per_param).epsilon(1e-12));
+      CHECK(bytes_of(b, "grad-accumulation", true) == 0);
+    }
+  }
+  TrainingSpec megatron;
+  megatron.precision = Precision::mixed_bf16;
+  const ModelGraph fused = build_model_graph(m, 1, graph_style(megatron));
+  for (const Block& b : fused.blocks) CHECK(bytes_of(b, "grad-accumulation", false) == -1);
 }

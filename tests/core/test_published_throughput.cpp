@@ -4,15 +4,17 @@
 // published per row and the mean absolute error per GPU generation.
 //
 // Rows of NeMo's and Megatron-Bridge's tables (H100, B200, GB200) are FP8 runs, predicted
-// with mixed-fp8. The goal is 10% per generation; it is not met everywhere. Today (see the printed table) OPT-175B
-// is 11% optimistic, MT-NLG 530B (Megatron-DeepSpeed's pipeline) 41-47% and the V100 rows
-// of Megatron-LM 2019 44-76% (counting recompute FLOPs; the paper does not say whether it
-// does). The same 1.2B baseline on the same V100 reached 62.4 TFLOP/s with Megatron-LM v1.0
-// (row megatronv1-v100-gpt1_2b-1gpu, 39 in 2019): the 2019 rows measure older software
-// than the fused Megatron style clustersim models. DeepSeek-V3 on 2,048 H800s is about 5%
-// optimistic with DualPipe (33% pessimistic under 1F1B, which left the expert all-to-all
-// exposed; README, "Calibration on real GPUs"). The bounds below stop regressions while the
-// goal is open.
+// with mixed-fp8 and, as their recipes set, bf16 main gradients (training.framework
+// reduce_dtype). The goal is 10% per generation; it is not met everywhere (see the printed
+// table). Volta: the 2019 paper's rows run training.framework megatron-2019 (the paper's
+// code: unfused score scale/mask, bias adds, fp32 logits, FP16_Optimizer) and the paper's
+// FLOP counting, 8 N T (metric flops_counting, from the v1.0 post's 62.4 TFLOP/s at 1288 ms);
+// they remain 7-29% optimistic, and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
+// Ampere: BLOOM and MT-NLG run megatron-deepspeed (fp32 gradient accumulation per
+// micro-batch) and remain 20-30% optimistic; OPT-175B (metaseq FSDP) 11%. DeepSeek-V3 on
+// 2,048 H800s is about 5% optimistic with DualPipe (33% pessimistic under 1F1B, which left
+// the expert all-to-all exposed). The bounds below stop
+// regressions while the goal is open.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -64,10 +66,10 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   REQUIRE(mae.count("ampere"));
   REQUIRE(mae.count("hopper"));
   REQUIRE(mae.count("blackwell"));
-  CHECK(mae["volta"] <= 0.70);
-  CHECK(mae["ampere"] <= 0.40);
-  CHECK(mae["hopper"] <= 0.15);
-  CHECK(mae["blackwell"] <= 0.25);
+  CHECK(mae["volta"] <= 0.20);
+  CHECK(mae["ampere"] <= 0.25);
+  CHECK(mae["hopper"] <= 0.12);
+  CHECK(mae["blackwell"] <= 0.15);
 }
 
 TEST_CASE("Llama 3 405B on 8,192 and 16,384 H100s (Llama 3 paper, Table 4): predicted beside published", "[accuracy][published]") {

@@ -557,3 +557,30 @@ TEST_CASE("mixed-fp8: weight GEMMs in fp8 with Transformer Engine's casts, the r
   CHECK(fp8.forward < bf16.forward);
   CHECK(fp8.forward > 0.5 * bf16.forward * (989.5 / 1979.0));
 }
+
+TEST_CASE("megatron-2019's FP16_Optimizer moves 64 bytes per parameter, and reduce_dtype sets Megatron's main gradients", "[rules]") {
+  // FP16_Optimizer (a0368ddf): overflow check 10, master-gradient copy 6, unscale 8, norm 4,
+  // FusedAdam on fp32 28, master-to-model copy 6, zero_grad 2 = 64 bytes per parameter,
+  // where Megatron's fused step (mixed-fp16) moves 28 + the 2-byte gradient read.
+  TrainingSpec t;
+  t.precision = Precision::mixed_fp16;
+  t.framework.name = Framework::megatron_2019;
+  const PrecisionRules r = precision_rules(t);
+  show("megatron-2019 optimizer bytes per parameter", 64, r.optimizer_step_bytes() + r.grad_bytes + r.optimizer_extra_bytes);
+  CHECK(r.optimizer_step_bytes() + r.grad_bytes + r.optimizer_extra_bytes == Approx(64));
+  const GpuProfile gpu = *find_gpu_profile("v100-sxm2-32gb");
+  const KernelModel km(gpu);
+  CHECK(optimizer_step(km, 1e9, r) == Approx(km.memory(64e9, 8, MemoryKind::optimizer)).epsilon(1e-12));
+  // Megatron-Core's grad_reduce_in_fp32 false (NeMo 1.x: optim.grad_sync_dtype bf16): the
+  // main-gradient buffer and its reduction in bf16.
+  TrainingSpec n;
+  n.precision = Precision::mixed_fp8;
+  n.framework.reduce_dtype = ElementType::bf16;
+  const PrecisionRules bf16_grads = precision_rules(n);
+  CHECK(bf16_grads.grad_bytes == 2);
+  CHECK(bf16_grads.grad_comm_bytes == 2);
+  CHECK(precision_rules(TrainingSpec{}).grad_bytes == 4);  // mixed-bf16 default: fp32 main gradients
+  const double P = 1e9;
+  show("ZeRO-1 over 8 with bf16 main gradients: gradient bytes per GPU", 2 * P, weight_memory(P, bf16_grads, 1, 8).gradients);
+  CHECK(weight_memory(P, bf16_grads, 1, 8).gradients == Approx(2 * P));
+}

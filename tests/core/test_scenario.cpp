@@ -346,3 +346,35 @@ TEST_CASE("mixed-fp8 on a GPU without fp8 units is refused, naming the field", "
   REQUIRE(ok.ok());
   CHECK(make_estimator(h).estimate(h.plan).iteration_time > 0);
 }
+
+TEST_CASE("historical Megatron frameworks: what their code could run, and Megatron's reduce_dtype", "[scenario]") {
+  json doc = base_doc();  // mixed-bf16, pp 2, ZeRO-1
+  doc["training"]["framework"] = "megatron-2019";
+  auto ps = problems_of(doc);
+  INFO(dump(ps));
+  CHECK(has_problem(ps, "/plan", "megatron-2019 has tensor and data parallelism only"));
+  doc["training"]["precision"] = "amp-bf16";
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/training/precision", "megatron-2019 trains with mixed-fp16 or mixed-bf16, got amp-bf16"));
+
+  doc = base_doc();
+  doc["training"]["framework"] = json{{"name", "megatron-deepspeed"}, {"reduce_dtype", "bf16"}};
+  ps = problems_of(doc);
+  CHECK(ps.empty());
+  Diagnostics diag("x.json");
+  const Scenario s = parse_scenario(doc, diag);
+  CHECK(s.training.framework.name == Framework::megatron_deepspeed);
+  REQUIRE(s.training.framework.reduce_dtype);
+  CHECK(*s.training.framework.reduce_dtype == ElementType::bf16);
+  // The canonical form keeps both and parses back to itself.
+  Diagnostics again("canon");
+  CHECK(to_json(parse_scenario(to_json(s), again)).dump() == to_json(s).dump());
+  CHECK(again.ok());
+
+  doc = base_doc();
+  doc["training"]["precision"] = "amp-bf16";
+  doc["plan"]["zero"] = 0;
+  doc["training"]["framework"] = json{{"name", "pytorch-ddp"}, {"reduce_dtype", "bf16"}};
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/training/framework/reduce_dtype", "a knob of pytorch-fsdp and the megatron frameworks"));
+}
