@@ -214,7 +214,9 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
                                               gradient_bucket_elements(training_.framework, rules_),
                                               cluster_.gpu.interference);
-    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp), rules_);
+    // DDP's gradient averaging pass runs on the compute stream before the step.
+    st.optimizer = optimizer_step(km, updated_params(P, plan.zero, plan.dp), rules_) +
+                   ddp_gradient_scaling(km, training_.framework, P, plan.dp, rules_);
     e.stages.push_back(st);
   }
 
