@@ -1,7 +1,7 @@
 // clustersim calibrate import MICROBENCH.json [--attention SDPA.json] --profile NAME [--db DB]
 // stores the samples in the results database.
 // clustersim calibrate fit (MICROBENCH.json [--attention SDPA.json] | --db DB --hardware NAME)
-//   [--host HOST_DISPATCH.json] [--nccl NCCL_BENCH.json ...] [--base PROFILE] [--name NAME] [--out FILE]
+//   [--eager EAGER_KERNELS.json] [--host HOST_DISPATCH.json] [--nccl NCCL_BENCH.json ...] [--base PROFILE] [--name NAME] [--out FILE]
 // fits a GPU profile to microbenchmark measurements (and NCCL collectives) and reports
 // its error on the held-back samples.
 // clustersim calibrate fit-collectives NCCL_BENCH.json... [--base PROFILE] [--out FILE]
@@ -27,6 +27,7 @@ namespace {
 
 struct FitCommand {
   std::string data_file, attention_file, base = "h100-sxm5-80gb-datasheet", name, out;
+  std::string eager_file;    // eager PyTorch kernels by access path (measure_eager_kernels.py)
   std::string host_file;     // host dispatch costs (measure_host.py)
   std::string overlap_file;  // overlap interference (calibration/nccl's overlap benchmark)
   std::vector<std::string> nccl_files;
@@ -109,8 +110,12 @@ int fit(const FitCommand& c) {
     data = read_microbenchmarks(c.data_file);
     if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
   }
+  if (!c.eager_file.empty()) read_eager_kernels(c.eager_file, data);
   FitReport rep;
   GpuProfile fitted = fit_profile(*base, data, {c.holdout, c.name}, &rep);
+  if (!c.eager_file.empty())
+    fitted.sources.push_back("eager PyTorch kernels by access path measured by "
+                             "calibration/training/measure_eager_kernels.py: " + c.eager_file);
   if (!c.host_file.empty()) {
     fitted.host = fit_host_dispatch(c.host_file);
     fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + c.host_file);
@@ -128,7 +133,7 @@ int fit(const FitCommand& c) {
   for (MemoryKind k : kMemoryKinds) {
     const auto i = static_cast<std::size_t>(k);
     if (fitted.efficiency.memory_by_kind[i] > 0)
-      fmt::print("  {:<12} efficiency {:.3f}, half-rate size {}\n", to_string(k), fitted.efficiency.memory_by_kind[i],
+      fmt::print("  {:<13} efficiency {:.3f}, half-rate size {}\n", to_string(k), fitted.efficiency.memory_by_kind[i],
                  format_bytes(fitted.efficiency.memory_half_size_by_kind[i]));
   }
   fmt::print("{}", row("memory-bound kernels, held back", rep.memory_held_back));
@@ -233,6 +238,8 @@ const Registration calibrate_command{
       f->add_option("--db", c->db, "fit the samples stored in this database instead of a file");
       f->add_option("--hardware", c->hardware, "with --db: the profile name the samples were imported under");
       f->add_option("--attention", c->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
+      f->add_option("--eager", c->eager_file,
+                    "eager PyTorch elementwise kernels by access path (clustersim-eager-kernels JSON)");
       f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
       f->add_option("--overlap", c->overlap_file, "overlap interference (calibration/nccl's clustersim-overlap-bench JSON)");
       f->add_option("--nccl", c->nccl_files,

@@ -41,6 +41,12 @@ ErrorStats stats(std::vector<double> errors) {
 
 // The microbenchmark's kernel names say what kind of memory-bound kernel each is.
 MemoryKind memory_kind_of(const std::string& kernel) {
+  // Eager PyTorch's kernels by TensorIterator path (read_eager_kernels' names).
+  if (kernel == "eager-strided") return MemoryKind::strided;
+  if (kernel == "eager-broadcast") return MemoryKind::broadcast;
+  if (kernel == "eager-silu_chunk" || kernel == "eager-transpose") return MemoryKind::noncontiguous;
+  if (kernel == "eager-cast_up") return MemoryKind::cast_up;
+  if (kernel == "eager-add_mixed") return MemoryKind::mixed_add;
   if (kernel.rfind("layernorm", 0) == 0 || kernel.rfind("rmsnorm", 0) == 0) return MemoryKind::norm;
   if (kernel.rfind("softmax", 0) == 0) return MemoryKind::softmax;
   if (kernel.rfind("adam", 0) == 0) return MemoryKind::optimizer;
@@ -123,6 +129,35 @@ void read_attention_benchmarks(const std::string& file, Microbenchmarks& into) {
   into.attention_file = file;
 }
 
+void read_eager_kernels(const std::string& file, Microbenchmarks& into) {
+  const auto doc = read_json_file(file);
+  Diagnostics diag(file);
+  if (!doc.is_object() || doc.value("format", "") != "clustersim-eager-kernels/1")
+    throw InputError(file, "/format", "expected \"clustersim-eager-kernels/1\"");
+  const auto& results = doc.value("results", nlohmann::json::array());
+  std::size_t added = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    const std::string path = json_path("/results", i);
+    const std::string kernel = r.value("kernel", "");
+    // The contiguous multiply and the fp32 -> bf16 cast take the vectorized path that the
+    // microbenchmark's elementwise kernels already measure.
+    if (kernel == "contiguous" || kernel == "cast_down") continue;
+    const std::string name = "eager-" + kernel;
+    if (memory_kind_of(name) == MemoryKind::elementwise) {
+      diag.error(json_path(path, "kernel"), fmt::format("unknown kernel path \"{}\" (expected strided, broadcast, "
+                                                        "silu_chunk, transpose, cast_up, add_mixed, contiguous or cast_down)",
+                                                        kernel));
+      continue;
+    }
+    into.memory.push_back({name, positive(r, "bytes", path, diag), positive(r, "median_s", path, diag)});
+    ++added;
+  }
+  if (added == 0) diag.error("/results", "no eager kernel measurements");
+  diag.throw_if_errors();
+  into.eager_file = file;
+}
+
 GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, const FitOptions& options,
                        FitReport* report) {
   GpuProfile p = base;
@@ -143,7 +178,7 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
   {
     const Bytes floor = std::max(2.0 * data.l2, 1.0);
     std::vector<std::size_t> test;
-    std::array<std::array<double, 5>, 4> sums{};  // per kind: sw, sx, sy, sxx, sxy
+    std::array<std::array<double, 5>, kMemoryKinds.size()> sums{};  // per kind: sw, sx, sy, sxx, sxy
     for (std::size_t i = 0; i < data.memory.size(); ++i) {
       const auto& s = data.memory[i];
       if (s.bytes < floor) continue;

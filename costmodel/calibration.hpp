@@ -2,8 +2,9 @@
 //  - GEMM, per compute type: the parametric model's gemm_max and k_half by least squares
 //    on log time, then the measured/model ratio at every training shape, which the
 //    kernel model interpolates over shapes;
-//  - memory-bound kernels: efficiency and half-rate size from the kernels whose data
-//    exceed L2 (smaller ones measure the cache, not HBM);
+//  - memory-bound kernels: efficiency and half-rate size per kind from the kernels whose
+//    data exceed L2 (smaller ones measure the cache, not HBM), eager PyTorch's access
+//    paths from their own measurements;
 //  - kernel overhead: the back-to-back launch gap.
 // Every `holdout_every`-th sample (in file order) is held back and predicted to report
 // the fit's error on shapes it did not see.
@@ -43,12 +44,17 @@ struct Microbenchmarks {
   Bytes l2 = 0;
   std::string attention_file;  // optional: fused-attention timings (profile_step.py)
   std::vector<AttentionSample> attention;
+  std::string eager_file;  // optional: eager PyTorch kernels by TensorIterator path
 };
 
 // Reads a clustersim-microbench JSON file; bad content is an InputError with paths.
 Microbenchmarks read_microbenchmarks(const std::string& file);
 // Adds a clustersim-sdpa-flash JSON file (calibration/training/profile_step.py).
 void read_attention_benchmarks(const std::string& file, Microbenchmarks& into);
+// Adds the memory-bound samples of a clustersim-eager-kernels JSON file
+// (calibration/training/measure_eager_kernels.py) under the kinds of their access path
+// (hardware.hpp MemoryKind: strided, broadcast, noncontiguous, cast_up, mixed_add).
+void read_eager_kernels(const std::string& file, Microbenchmarks& into);
 
 struct ErrorStats {
   std::size_t count = 0;

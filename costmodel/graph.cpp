@@ -44,6 +44,14 @@ Op memory_op(std::string name, Split split, double fwd_bytes, double bwd_bytes, 
   return op;
 }
 
+// Autocast's cast of an fp32 tensor to 16 bits (vectorized) and, backward, of its
+// gradient back to fp32 (unvectorized: LoadWithCast).
+Op cast_op(std::string name, Split split, double bytes) {
+  Op op = memory_op(std::move(name), split, bytes, bytes, 0);
+  op.memory_kind_backward = MemoryKind::cast_up;
+  return op;
+}
+
 Op comm(std::string name, OpKind kind, double bytes) {
   Op op;
   op.name = std::move(name);
@@ -76,6 +84,12 @@ Op residual_op(const std::string& name, const Dims& d) {
     const double fwd = d.TH() * (2 * d.r + d.e);
     const double bwd = d.TH() * ((d.casts ? d.r + d.e : 0.0) + 3 * d.r);
     Op op = memory_op(name + "-residual-add", Split::seq, fwd, bwd, 0);
+    // fp32 + bf16 promotes on load (unvectorized); the backward's cast down and add are
+    // vectorized.
+    if (d.casts) {
+      op.memory_kind = MemoryKind::mixed_add;
+      op.memory_kind_backward = MemoryKind::elementwise;
+    }
     if (d.p > 0) {
       op.fwd_bytes += d.TH() * (2 * d.e + 1);
       op.bwd_bytes += d.TH() * (2 * d.e + 1);
@@ -114,11 +128,14 @@ Op saved_marker(std::string name, Split split, double saved) {
 void norm(std::vector<Op>& ops, const std::string& name, const Dims& d, bool rms) {
   // Reads x, writes y (statistics are negligible); backward reads x and dy, writes dx,
   // and reduces the weight gradients.
-  ops.push_back(memory_op(name, Split::seq, 2 * d.TH() * d.r, 3 * d.TH() * d.r, d.TH() * d.r, rms ? d.H : 2.0 * d.H));
+  // Eager backward runs two kernels that each read x and dy: the input gradient (writes
+  // dx) and the gamma/beta gradient: five passes where a fused backward makes three.
+  const double bwd_passes = d.eager ? 5 : 3;
+  ops.push_back(memory_op(name, Split::seq, 2 * d.TH() * d.r, bwd_passes * d.TH() * d.r, d.TH() * d.r, rms ? d.H : 2.0 * d.H));
   ops.back().memory_kind = MemoryKind::norm;
   ops.back().role = OpRole::row_reduction;
-  if (d.eager) ops.back().kernels = 2;  // eager backward: input grad and gamma/beta grad kernels
-  if (d.casts) ops.push_back(memory_op(name + "-cast", Split::seq, d.TH() * (d.r + d.e), d.TH() * (d.r + d.e), 0));
+  if (d.eager) ops.back().kernels = 2;  // as the host-dispatch fits count eager norms
+  if (d.casts) ops.push_back(cast_op(name + "-cast", Split::seq, d.TH() * (d.r + d.e)));
 }
 
 // Eager PyTorch reduces each bias gradient with its own kernel over the tokens.
@@ -140,7 +157,7 @@ void weight_casts(Block& b, const Dims& d) {
       ++tensors;
     }
   if (tensors == 0) return;
-  Op op = memory_op("autocast-weight-casts", Split::column, weights * (4 + d.e), weights * (d.e + 4), 0);
+  Op op = cast_op("autocast-weight-casts", Split::column, weights * (4 + d.e));
   op.kernels = tensors;
   b.ops.push_back(op);
 }
@@ -172,11 +189,17 @@ void attention_core(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, con
     fa.saved_bytes = t.q + t.k + t.v + t.o + double(d.B) * d.A * d.S * 4;
     ops.push_back(fa);
     if (d.eager) {
-      // The output's [b, h, s, d] -> [b, s, h*d] copy, its gradient's, and the
-      // concatenation of dq, dk, dv into the fused QKV gradient.
-      Op layout = memory_op("attn-layout-copies", Split::heads, 2 * t.o, 2 * t.o + 2 * (t.q + t.k + t.v), 0);
+      // The output's [b, h, s, d] -> [b, s, h*d] copy and its gradient's (transposed
+      // reads), and the concatenation of dq, dk, dv into the fused QKV gradient.
+      Op layout = memory_op("attn-layout-copies", Split::heads, 2 * t.o, 2 * t.o, 0);
+      layout.memory_kind = MemoryKind::noncontiguous;
       layout.kernels = 2;
+      layout.backward_kernels = 3;
       ops.push_back(layout);
+      Op cat = memory_op("qkv-grad-concat", Split::heads, 0, 2 * (t.q + t.k + t.v), 0);
+      cat.kernels = 0;
+      cat.backward_kernels = 1;
+      ops.push_back(cat);
     }
   } else {
     const double probs = double(d.B) * d.A * d.S * d.S;  // elements of the score matrix
@@ -249,11 +272,29 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
   if (bias) bias_add(ops, "qkv", d, n_qkv, Split::column);
   if (llama) {
     if (d.eager) {
-      // rotate-half written out: 4 multiplies, a subtract, an add and a cat per tensor,
-      // each pass over half or all of q (or k): about 9 tensor-sized passes forward.
-      Op rope = memory_op("rotary", Split::heads, 9 * (q_bytes + kv_bytes), 12 * (q_bytes + kv_bytes), 2 * (q_bytes + kv_bytes));
-      rope.kernels = 14;
-      ops.push_back(rope);
+      // rotate-half written out on q and k (X bytes together), each [b, h, s, d] a
+      // transposed view of the QKV output: cat(x1 * cos - x2 * sin, x2 * cos + x1 * sin)
+      // with x1, x2 the halves. The four multiplies read a strided half and broadcast
+      // cos/sin over batch and heads (X read + written, unvectorized); the subtract,
+      // add and cat are contiguous (5X). Backward: four multiplies of the output
+      // gradient's halves (4X, as forward), the adds of the halves' two gradients (3X),
+      // the negation and the two slice gradients written into zeroed full tensors (3X
+      // strided, 2X of fills), and their sum (3X).
+      const double X = q_bytes + kv_bytes;
+      Op muls = memory_op("rotary-muls", Split::heads, 4 * X, 4 * X, 2 * X);
+      muls.memory_kind = MemoryKind::broadcast;
+      muls.kernels = 8;
+      muls.backward_kernels = 8;
+      ops.push_back(muls);
+      Op adds = memory_op("rotary-adds-cat", Split::heads, 5 * X, 8 * X, 0);
+      adds.kernels = 6;
+      adds.backward_kernels = 14;
+      ops.push_back(adds);
+      Op slices = memory_op("rotary-slice-grads", Split::heads, 0, 3 * X, 0);
+      slices.memory_kind = MemoryKind::noncontiguous;
+      slices.kernels = 0;
+      slices.backward_kernels = 6;
+      ops.push_back(slices);
     } else {
       ops.push_back(memory_op("rotary", Split::heads, 2 * (q_bytes + kv_bytes), 2 * (q_bytes + kv_bytes), 0));
     }
@@ -265,12 +306,11 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
 // RMSNorm over a latent of `width` features per token (replicated over TP ranks).
 void latent_norm(std::vector<Op>& ops, const std::string& name, const Dims& d, i64 width) {
   const double x = double(d.T()) * width * d.r;
-  ops.push_back(memory_op(name, Split::none, 2 * x, 3 * x, x, double(width)));
+  ops.push_back(memory_op(name, Split::none, 2 * x, (d.eager ? 5 : 3) * x, x, double(width)));
   ops.back().memory_kind = MemoryKind::norm;
   ops.back().role = OpRole::row_reduction;
   if (d.eager) ops.back().kernels = 2;
-  if (d.casts) ops.push_back(memory_op(name + "-cast", Split::none, double(d.T()) * width * (d.r + d.e),
-                                       double(d.T()) * width * (d.r + d.e), 0));
+  if (d.casts) ops.push_back(cast_op(name + "-cast", Split::none, double(d.T()) * width * (d.r + d.e)));
 }
 
 // Multi-head latent attention as trained (DeepSeek-V2 Sec. 2.1, DeepSeek-V3 Sec. 2.1.1).
@@ -318,11 +358,24 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
   ops.push_back(matmul(prefix + "gate-up", 1, d.T(), 2 * f, d.H, true, Split::column, 2.0 * d.H * f, 0));
   ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.e));
   if (d.eager) {
-    // silu(gate) then * up as two kernels; backward: the product's two gradients and
-    // silu's. Saves gate, up and silu(gate).
-    Op act = memory_op(prefix + "silu-mul", Split::column, 5 * ff * d.e, 8 * ff * d.e, 3 * ff * d.e);
-    act.kernels = 2;
-    ops.push_back(act);
+    // gate and up are chunk() views of the fused output (rows of 2f): silu(gate) reads a
+    // strided view (unvectorized unary), silu(gate) * up a strided operand. Backward:
+    // dy * up (strided), silu's gradient from dgate and gate (strided), dy * silu(gate)
+    // (contiguous) and the concatenation of the two halves' gradients (4 ff).
+    // Saves gate, up and silu(gate).
+    Op silu = memory_op(prefix + "silu", Split::column, 2 * ff * d.e, 3 * ff * d.e, 3 * ff * d.e);
+    silu.memory_kind = MemoryKind::noncontiguous;
+    silu.memory_kind_backward = MemoryKind::strided;
+    silu.backward_kernels = 1;
+    ops.push_back(silu);
+    Op mul = memory_op(prefix + "silu-mul", Split::column, 3 * ff * d.e, 3 * ff * d.e, 0);
+    mul.memory_kind = MemoryKind::strided;
+    mul.backward_kernels = 1;
+    ops.push_back(mul);
+    Op grads = memory_op(prefix + "swiglu-grads", Split::column, 0, 7 * ff * d.e, 0);
+    grads.kernels = 0;
+    grads.backward_kernels = 2;
+    ops.push_back(grads);
   } else {
     ops.push_back(memory_op(prefix + "swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e));
   }

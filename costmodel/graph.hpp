@@ -7,6 +7,7 @@
 // enumerates its own shardings from the same shapes.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,13 @@ struct Op {
   bool tied = false;
   // memory-bound ops and comm markers: bytes moved (read + written) forward / backward
   double fwd_bytes = 0, bwd_bytes = 0;
-  int kernels = 1;  // kernels launched per forward pass (backward: 2x)
+  int kernels = 1;  // kernels launched per forward pass
+  int backward_kernels = -1;  // kernels launched per backward pass; -1: 2 x kernels
   MemoryKind memory_kind = MemoryKind::elementwise;  // for memory-bound ops
+  // The backward pass's kind when it differs (a cast's gradient casts the other way).
+  std::optional<MemoryKind> memory_kind_backward;
+  int bwd_kernels() const { return backward_kernels >= 0 ? backward_kernels : 2 * kernels; }
+  MemoryKind bwd_memory_kind() const { return memory_kind_backward.value_or(memory_kind); }
   double params = 0;       // parameters owned by this op
   double saved_bytes = 0;  // activations kept for backward (before any sharding)
   double comm_bytes = 0;   // tp_enter / tp_exit / all_to_all: tensor size in bytes

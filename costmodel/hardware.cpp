@@ -41,6 +41,11 @@ std::string_view to_string(MemoryKind k) {
     case MemoryKind::norm: return "norm";
     case MemoryKind::softmax: return "softmax";
     case MemoryKind::optimizer: return "optimizer";
+    case MemoryKind::strided: return "strided";
+    case MemoryKind::broadcast: return "broadcast";
+    case MemoryKind::noncontiguous: return "noncontiguous";
+    case MemoryKind::cast_up: return "cast_up";
+    case MemoryKind::mixed_add: return "mixed_add";
   }
   return "?";
 }
@@ -208,7 +213,9 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     e.collective_nvlink = er.number("collective_nvlink", 0.01, 1.0).value_or(e.collective_nvlink);
     e.collective_network = er.number("collective_network", 0.01, 1.0).value_or(e.collective_network);
     if (const auto* kinds = er.object("memory_kinds", false)) {
-      ObjectReader kr(*kinds, "/efficiency/memory_kinds", diag, {"elementwise", "norm", "softmax", "optimizer"});
+      ObjectReader kr(*kinds, "/efficiency/memory_kinds", diag,
+                      {"elementwise", "norm", "softmax", "optimizer", "strided", "broadcast", "noncontiguous", "cast_up",
+                       "mixed_add"});
       for (MemoryKind k : kMemoryKinds) {
         const std::string key(to_string(k));
         const auto* v = kr.object(key, false);

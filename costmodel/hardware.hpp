@@ -18,10 +18,26 @@ std::string_view to_string(DType);
 double dtype_bytes(DType);
 
 // Memory-bound kernels differ: a copy streams at full rate, a norm or softmax reduces
-// along rows first, the optimizer step touches several fp32 streams at once.
-enum class MemoryKind { elementwise, norm, softmax, optimizer };
-constexpr std::array<MemoryKind, 4> kMemoryKinds{MemoryKind::elementwise, MemoryKind::norm, MemoryKind::softmax,
-                                                 MemoryKind::optimizer};
+// along rows first, the optimizer step touches several fp32 streams at once. Eager
+// PyTorch's elementwise kernels (TensorIterator) also differ by how their operands lie:
+// contiguous operands of one dtype take the vectorized path (elementwise); a strided
+// view, a broadcast operand or a dtype cast on load takes the unvectorized path with an
+// offset computation per element, which limits it to a rate of elements rather than bytes:
+//  strided        a binary op with a strided-view operand (x[..., :d] * c; silu(gate) * up
+//                 with up a chunk() of the fused gate/up output)
+//  broadcast      a binary op with an operand broadcast over batch and heads and a
+//                 transposed-view operand (RoPE's x1 * cos on q of [b, h, s, d] viewed
+//                 from [b, s, h, d])
+//  noncontiguous  a unary op or copy reading a non-contiguous input (silu of a chunk(),
+//                 transpose(...).contiguous(), writing a gradient into a slice)
+//  cast_up        bf16 -> fp32 conversion (autocast's gradients back to fp32 weights and
+//                 norm inputs: LoadWithCast, unrolled)
+//  mixed_add      fp32 + bf16 -> fp32 (the fp32 residual stream plus a bf16 branch)
+// The cast down (fp32 -> bf16) is vectorized: elementwise.
+enum class MemoryKind { elementwise, norm, softmax, optimizer, strided, broadcast, noncontiguous, cast_up, mixed_add };
+constexpr std::array<MemoryKind, 9> kMemoryKinds{MemoryKind::elementwise,   MemoryKind::norm,    MemoryKind::softmax,
+                                                 MemoryKind::optimizer,     MemoryKind::strided, MemoryKind::broadcast,
+                                                 MemoryKind::noncontiguous, MemoryKind::cast_up, MemoryKind::mixed_add};
 std::string_view to_string(MemoryKind);
 
 struct Efficiency {
@@ -32,8 +48,8 @@ struct Efficiency {
   Bytes memory_half_size = 1 << 20;  // transfer size reaching half of that rate
   // Per kind of memory-bound kernel (index: MemoryKind), from calibration; 0 falls back
   // to `memory` and `memory_half_size`.
-  std::array<double, 4> memory_by_kind{};
-  std::array<Bytes, 4> memory_half_size_by_kind{};
+  std::array<double, kMemoryKinds.size()> memory_by_kind{};
+  std::array<Bytes, kMemoryKinds.size()> memory_half_size_by_kind{};
   Seconds kernel_overhead = 3e-6;    // per kernel, on the GPU timeline
   double collective_nvlink = 0.75;   // NCCL bus bandwidth / NVLink bandwidth
   double collective_network = 0.9;   // NCCL bus bandwidth / NIC bandwidth

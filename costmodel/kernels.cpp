@@ -118,8 +118,21 @@ Seconds KernelModel::gemm(std::int64_t batch, std::int64_t m, std::int64_t n, st
   return gemm_kernel(batch, m, n, k, dtype) + gpu_.efficiency.kernel_overhead;
 }
 
+namespace {
+// The head dim fused attention computes with. FlashAttention-2's kernels are instantiated
+// for head dims 32, 64, ..., 256; any other runs the next one up on zero-padded lanes
+// (GPT-2.7B's 80 takes the 96 kernel, as the profiles' Flash_fwd_kernel_traits<96, ...>
+// show).
+std::int64_t attention_head_dim(std::int64_t d) {
+  for (std::int64_t p = 32; p <= 256; p += 32)
+    if (d <= p) return p;
+  return d;
+}
+}  // namespace
+
 Seconds KernelModel::attention_forward(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, bool causal,
                                        Bytes bytes, DType dtype) const {
+  k = attention_head_dim(k);
   const double work = 4.0 * double(batch) * double(m) * double(n) * double(k) * (causal ? 0.5 : 1.0);
   const double compute = work / (gpu_.peak(dtype) * attention_efficiency(batch, m, k, false));
   return std::max(compute, bytes / (gpu_.memory_bandwidth * gpu_.efficiency.memory)) + gpu_.efficiency.kernel_overhead;
@@ -127,6 +140,7 @@ Seconds KernelModel::attention_forward(std::int64_t batch, std::int64_t m, std::
 
 Seconds KernelModel::attention_backward(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, bool causal,
                                         Bytes bytes, DType dtype) const {
+  k = attention_head_dim(k);
   const double work = 2.5 * 4.0 * double(batch) * double(m) * double(n) * double(k) * (causal ? 0.5 : 1.0);
   const double compute = work / (gpu_.peak(dtype) * attention_efficiency(batch, m, k, true));
   return std::max(compute, bytes / (gpu_.memory_bandwidth * gpu_.efficiency.memory)) +

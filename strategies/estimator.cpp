@@ -256,8 +256,10 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.dp_exposed = overlapped_sync_exposed(reduce, gather, st.backward + st.recompute, st.forward, P,
                                               gradient_bucket_elements(training_.framework, rules_),
                                               cluster_.gpu.interference);
+    // DDP's gradient averaging pass runs on the compute stream before the step.
     st.optimizer = optimizer_step(km, updated_params(P, plan.zero, shard), rules_) +
-                   fp8_weight_cast(km, plan.zero >= 3 ? P / double(shard) : P, rules_);
+                   fp8_weight_cast(km, plan.zero >= 3 ? P / double(shard) : P, rules_) +
+                   ddp_gradient_scaling(km, training_.framework, P, ranks, rules_);
     e.stages.push_back(st);
   }
 

@@ -58,9 +58,9 @@ OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dty
       break;
     }
     case OpKind::memory:
-      if (op.kernels > 0) {
+      if (op.kernels > 0 || op.bwd_kernels() > 0) {
         if (op.fwd_bytes > 0) r.forward = km.memory(op.fwd_bytes / ways, op.kernels, op.memory_kind);
-        if (op.bwd_bytes > 0) r.backward = km.memory(op.bwd_bytes / ways, 2 * op.kernels, op.memory_kind);
+        if (op.bwd_bytes > 0) r.backward = km.memory(op.bwd_bytes / ways, op.bwd_kernels(), op.bwd_memory_kind());
       }
       break;
     case OpKind::embedding: {

@@ -71,6 +71,17 @@ DdpBuckets ddp_buckets(const FrameworkSpec& f, i64 dp) {
   return {true, !f.gradient_as_bucket_view};
 }
 
+Bytes ddp_gradient_scaling_bytes(const FrameworkSpec& f, double params, i64 dp, const PrecisionRules& r) {
+  if (f.name != Framework::pytorch_ddp || dp <= 1) return 0;
+  return params * r.grad_bytes * 2 * (f.gradient_as_bucket_view ? 1 : 2);
+}
+
+Seconds ddp_gradient_scaling(const KernelModel& km, const FrameworkSpec& f, double params, i64 dp,
+                             const PrecisionRules& r) {
+  const Bytes bytes = ddp_gradient_scaling_bytes(f, params, dp, r);
+  return bytes > 0 ? km.memory_stream(bytes) : 0.0;
+}
+
 Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params,
                                 double bucket_elements, const OverlapInterference& f) {
   // All but the last bucket run beside compute; the last one after it.
@@ -248,7 +259,7 @@ OpKernels op_kernels(const Op& op) {
     case OpKind::attention: return {1, 1};
     case OpKind::embedding: return {1, 1};
     case OpKind::memory:
-      return {op.fwd_bytes > 0 ? op.kernels : 0, op.bwd_bytes > 0 ? 2 * op.kernels : 0};
+      return {op.fwd_bytes > 0 ? op.kernels : 0, op.bwd_bytes > 0 ? op.bwd_kernels() : 0};
     case OpKind::tp_enter:
     case OpKind::tp_exit:
     case OpKind::all_to_all: return {0, 0};

@@ -98,6 +98,18 @@ struct DdpBuckets {
   bool persistent = false, copy = false;
 };
 DdpBuckets ddp_buckets(const FrameworkSpec& f, std::int64_t dp);
+// PyTorch DDP (dp > 1) averages the gradients: its Reducer scales each gradient by
+// 1/world size as the gradient becomes ready (in place on the bucket view with
+// gradient_as_bucket_view, else while copying it into its bucket, and after the
+// all-reduce copies the bucket back into the gradient). One pass over every gradient read
+// and written, two without the bucket view, at the vectorized elementwise rate, once per
+// iteration (the micro-batch that synchronises). Returns the bytes moved; 0 for other
+// frameworks (Megatron folds the 1/dp into its gradient buffer's reduction).
+Bytes ddp_gradient_scaling_bytes(const FrameworkSpec& f, double params, std::int64_t dp, const PrecisionRules& r);
+// Its GPU time at the elementwise rate (the launches, one per gradient tensor, are host
+// time inside DDP's hooks: host_hooks_per_layer).
+Seconds ddp_gradient_scaling(const KernelModel& km, const FrameworkSpec& f, double params, std::int64_t dp,
+                             const PrecisionRules& r);
 // Exposed data-parallel time when the reduction (and the ZeRO-1/2 parameter all-gather,
 // which overlaps the next forward) overlap compute: at least the last bucket's share.
 Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params,

@@ -14,8 +14,9 @@ using namespace clustersim;
 namespace {
 const std::string kData = "calibration/data/h100-sxm5-80gb/";
 Microbenchmarks h100_data() {
-  Microbenchmarks d = read_microbenchmarks(kData + "microbench-2026-11-26.json");
+  Microbenchmarks d = read_microbenchmarks(kData + "microbench-duty-2026-11-26.json");
   read_attention_benchmarks(kData + "sdpa-flash-2026-11-26.json", d);
+  read_eager_kernels(kData + "eager-kernels-2026-11-26.json", d);
   return d;
 }
 }  // namespace
@@ -24,6 +25,9 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   const auto base = find_gpu_profile("h100-sxm5-80gb-datasheet");
   REQUIRE(base);
   GpuProfile fitted = fit_profile(*base, h100_data(), {0, "h100-sxm5-80gb"}, nullptr);
+  const std::string eager = kData + "eager-kernels-2026-11-26.json";
+  fitted.sources.push_back("eager PyTorch kernels by access path measured by "
+                           "calibration/training/measure_eager_kernels.py: " + eager);
   const std::string host = kData + "host-dispatch-2026-11-26.json";
   fitted.host = fit_host_dispatch(host);
   fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + host);
@@ -39,8 +43,9 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   CHECK(shipped->status == "calibrated");
   CHECK(shipped->nccl.present());
   // Regenerate with (one line, from the repository root): clustersim calibrate fit
-  //   calibration/data/h100-sxm5-80gb/microbench-2026-11-26.json
+  //   calibration/data/h100-sxm5-80gb/microbench-duty-2026-11-26.json
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
+  //   --eager calibration/data/h100-sxm5-80gb/eager-kernels-2026-11-26.json
   //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json
   //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-2gpu-2026-11-26.json

@@ -260,3 +260,50 @@ TEST_CASE("megatron-deepspeed: each micro-batch's gradients are accumulated in o
   const ModelGraph fused = build_model_graph(m, 1, graph_style(megatron));
   for (const Block& b : fused.blocks) CHECK(bytes_of(b, "grad-accumulation", false) == -1);
 }
+
+TEST_CASE("eager Llama layer: kernels by access path, RoPE and SwiGLU written out, norm backward twice", "[graph]") {
+  // Llama-1.1B widths, micro-batch 4 (T tokens), amp-bf16: X = q + k bytes that
+  // RoPE rotates, ff the SwiGLU width's elements, norms over the fp32 residual stream.
+  const ModelSpec m = llama(2048, 2, 32, 4, 5632, 32000);
+  const double T = 4.0 * double(m.seq_len), e = 2, r = 4;
+  const double X = T * (2048 + 4 * 64) * e, ff = T * 5632, th = T * 2048;
+  const ModelGraph g = build_model_graph(m, 4, graph_style(Precision::amp_bf16));
+  const Block& layer = g.blocks[static_cast<std::size_t>(g.layers[0])];
+  double rope_f = 0, rope_b = 0, rope_broadcast = 0, swiglu_f = 0, swiglu_b = 0, swiglu_strided = 0, norm_b = 0;
+  int rope_kernels_f = 0;
+  for (const Op& op : layer.ops) {
+    if (op.name.rfind("rotary", 0) == 0) {
+      rope_f += op.fwd_bytes;
+      rope_b += op.bwd_bytes;
+      if (op.memory_kind == MemoryKind::broadcast) rope_broadcast += op.fwd_bytes + op.bwd_bytes;
+      if (op.fwd_bytes > 0) rope_kernels_f += op.kernels;
+    }
+    if (op.name.find("silu") != std::string::npos || op.name == "swiglu-grads") {
+      swiglu_f += op.fwd_bytes;
+      swiglu_b += op.bwd_bytes;
+      if (op.bwd_memory_kind() == MemoryKind::strided) swiglu_strided += op.bwd_bytes;
+    }
+    if (op.name == "attn-rmsnorm") norm_b = op.bwd_bytes;
+  }
+  std::printf("RoPE forward: expected %.4g bytes (9X), graph %.4g; backward 15X %.4g, graph %.4g\n", 9 * X, rope_f,
+              15 * X, rope_b);
+  CHECK(rope_f == Approx(9 * X));
+  CHECK(rope_b == Approx(15 * X));
+  CHECK(rope_broadcast == Approx(8 * X));  // the four multiplies each way
+  CHECK(rope_kernels_f == 14);
+  std::printf("SwiGLU forward: expected %.4g bytes (5 ff e), graph %.4g; backward 13 ff e %.4g, graph %.4g\n",
+              5 * ff * e, swiglu_f, 13 * ff * e, swiglu_b);
+  CHECK(swiglu_f == Approx(5 * ff * e));
+  CHECK(swiglu_b == Approx(13 * ff * e));
+  CHECK(swiglu_strided == Approx(6 * ff * e));  // dy * up and silu's gradient read the strided halves
+  std::printf("RMSNorm backward: expected %.4g bytes (5 passes over s b h fp32), graph %.4g\n", 5 * th * r, norm_b);
+  CHECK(norm_b == Approx(5 * th * r));
+  // Megatron's fused style keeps none of the unvectorized kinds.
+  const ModelGraph fused = build_model_graph(m, 4, graph_style(Precision::mixed_bf16));
+  for (const Op& op : fused.blocks[static_cast<std::size_t>(fused.layers[0])].ops) {
+    INFO(op.name);
+    CHECK((op.memory_kind == MemoryKind::elementwise || op.memory_kind == MemoryKind::norm ||
+           op.memory_kind == MemoryKind::softmax));
+    CHECK(op.bwd_memory_kind() == op.memory_kind);
+  }
+}

@@ -58,3 +58,35 @@ TEST_CASE("thin GEMMs are bounded by memory bandwidth", "[kernels]") {
   const double traffic = (16384.0 * 16384 + 16384 + 16384) * 2 / (gpu.memory_bandwidth * gpu.efficiency.memory);
   CHECK(t == Approx(traffic + gpu.efficiency.kernel_overhead).epsilon(1e-9));
 }
+
+TEST_CASE("fused attention pads the head dim to FlashAttention's next kernel (a multiple of 32)", "[kernels]") {
+  const auto gpu = *find_gpu_profile("h100-sxm5-80gb");
+  const KernelModel km(gpu);
+  // GPT-2.7B's head dim 80 runs the 96 kernel: the same time as 96, 1.2x the work of 80.
+  const double t80 = km.attention_forward(32, 2048, 2048, 80, true, 1e6, DType::bf16);
+  const double t96 = km.attention_forward(32, 2048, 2048, 96, true, 1e6, DType::bf16);
+  INFO("d 80: " << t80 << " s, d 96: " << t96 << " s");
+  CHECK(t80 == Approx(t96).epsilon(1e-12));
+  CHECK(km.attention_backward(32, 2048, 2048, 80, true, 1e6, DType::bf16) ==
+        Approx(km.attention_backward(32, 2048, 2048, 96, true, 1e6, DType::bf16)).epsilon(1e-12));
+  CHECK(km.attention_forward(32, 2048, 2048, 64, true, 1e6, DType::bf16) < t80);
+}
+
+TEST_CASE("eager access paths: the H100 profile's kinds carry the measured eager-kernel rates", "[kernels][calibration]") {
+  const auto gpu = *find_gpu_profile("h100-sxm5-80gb");
+  const KernelModel km(gpu);
+  // At 2^29 elements (calibration/data/h100-sxm5-80gb/eager-kernels-2026-11-26.json), GB/s.
+  const struct {
+    MemoryKind kind;
+    double bytes, measured;
+  } cases[] = {{MemoryKind::strided, 6.0 * (1 << 29), 2072e9},      {MemoryKind::broadcast, 4.0 * (1 << 29), 1581e9},
+               {MemoryKind::noncontiguous, 4.0 * (1 << 29), 1440e9}, {MemoryKind::cast_up, 6.0 * (1 << 29), 1967e9},
+               {MemoryKind::mixed_add, 10.0 * (1 << 29), 2470e9}};
+  for (const auto& c : cases) {
+    const double rate = c.bytes / (km.memory(c.bytes, 1, c.kind) - gpu.efficiency.kernel_overhead);
+    INFO(to_string(c.kind) << ": measured " << c.measured / 1e9 << " GB/s, model " << rate / 1e9 << " GB/s");
+    CHECK(rate == Approx(c.measured).epsilon(0.05));
+    const double vectorized = c.bytes / (km.memory(c.bytes, 1) - gpu.efficiency.kernel_overhead);
+    CHECK(rate < 0.85 * vectorized);  // every unvectorized path is slower than the vectorized one
+  }
+}
