@@ -103,7 +103,7 @@ struct Replay::Impl {
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
   i64 rank(i64 s, i64 d, i64 c, i64 t) const { return plan_rank(plan.dp, plan.tp, plan.cp, s, d, c, t); }
-  i64 gradient_ranks() const { return plan.dp * plan.cp; }
+  i64 gradient_ranks() const { return clustersim::gradient_ranks(plan.dp, plan.cp); }
   GradientSync sync(double params) const {
     return gradient_sync(params, plan.precision, plan.zero, gradient_ranks(), plan.shard);
   }

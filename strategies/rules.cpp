@@ -31,7 +31,8 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64
   return s;
 }
 
-i64 gradient_ranks(const PlanSpec& p) { return p.dp * std::max<i64>(1, p.cp); }
+i64 gradient_ranks(i64 dp, i64 cp) { return dp * std::max<i64>(1, cp); }
+i64 gradient_ranks(const PlanSpec& p) { return gradient_ranks(p.dp, p.cp); }
 
 i64 shard_group_size(const FrameworkSpec& f, const PlanSpec& p, i64 dp_per_node) {
   const i64 ranks = gradient_ranks(p);
