@@ -186,7 +186,8 @@ TEST_CASE("context parallelism: rank order tp, cp, dp, pp and the groups", "[rul
   CHECK(plan_rank(2, 2, 4, 1, 1, 3, 1) == ((1 * 2 + 1) * 4 + 3) * 2 + 1);
   CHECK(plan_rank(4, 2, 1, 3, 1) == plan_rank(4, 2, 1, 1, 3, 0, 1));
   const Scenario s = scenario_from(llama_doc());  // dp 2 x cp 4 x tp 2 on 2 x 8 GPUs
-  const ClusterModel& c = make_estimator(s).cluster();
+  const Estimator est = make_estimator(s);
+  const ClusterModel& c = est.cluster();
   const PlanGroups g = plan_groups(c, s.plan);
   CHECK(gradient_ranks(s.plan) == 8);
   CHECK(g.dp.size == 8);      // gradients over dp x cp

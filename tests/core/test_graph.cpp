@@ -230,7 +230,8 @@ TEST_CASE("megatron-2019: scale and mask passes, bias adds and fp32 logits beyon
   // the added passes more.
   GraphStyle eager = graph_style(Precision::mixed_fp16);
   eager.eager = true;
-  const Block& plain = build_model_graph(m, 8, eager).blocks[static_cast<std::size_t>(g.layers[0])];
+  const ModelGraph plain_graph = build_model_graph(m, 8, eager);
+  const Block& plain = plain_graph.blocks[static_cast<std::size_t>(g.layers[0])];
   const double layout = 2 * (4 * b * s * h * e);
   const double added_f = 6 * probs * e + layout + 2 * b * s * 9 * h * e;
   std::printf("2019 layer over eager: forward expected %.6g bytes more, graph %.6g\n", added_f,
