@@ -39,6 +39,8 @@ struct DbOptions {
   std::vector<std::string> where;
   bool log_x = false;
   std::vector<std::string> files;
+  std::vector<std::int64_t> runs;  // plot latency-cdf
+  std::string latency = "ttft";    // plot latency-cdf: ttft, tpot or e2e
 };
 
 std::string text_of(const json& v) {
@@ -455,6 +457,143 @@ int plot_timeline(const DbOptions& o) {
   return 0;
 }
 
+// ---- served runs (clustersim serve --db) ----
+
+// Every served run: id, scenario name, its canonical scenario and its result, by id.
+struct ServedRun {
+  std::int64_t id = 0;
+  std::string name;
+  json scenario, result;
+};
+
+std::vector<ServedRun> served_runs(const Database& db) {
+  std::vector<ServedRun> out;
+  for (const auto& r : db.query("SELECT r.id, s.name, s.canonical_json, r.result_json FROM simulated_runs r"
+                                " JOIN scenarios s ON s.id = r.scenario_id WHERE r.method = 'served' ORDER BY r.id")) {
+    out.push_back({r["id"].get<std::int64_t>(), text_of(r["name"]), parse_json_column(r["canonical_json"]),
+                   parse_json_column(r["result_json"])});
+  }
+  return out;
+}
+
+// "vllm, 2 x (tp 4 x pp 1)": what tells two served configurations of one scenario apart.
+std::string serving_layout(const json& scenario) {
+  const json& pool = scenario.value("pool", json::object());
+  std::string text = fmt::format("{}, {} x (tp {} x pp {})", text_of(scenario.value("scheduler", json::object()).value("policy", json())),
+                                 text_of(pool.value("replicas", json())), text_of(pool.value("tp", json())),
+                                 text_of(pool.value("pp", json())));
+  if (scenario.contains("prefill_pool") && scenario["prefill_pool"].is_object()) {
+    const json& pre = scenario["prefill_pool"];
+    text += fmt::format(" + prefill {} x (tp {} x pp {})", text_of(pre.value("replicas", json())),
+                        text_of(pre.value("tp", json())), text_of(pre.value("pp", json())));
+  }
+  return text;
+}
+
+int plot_latency_cdf(const DbOptions& o) {
+  const std::string key = o.latency + "_s";
+  if (o.latency != "ttft" && o.latency != "tpot" && o.latency != "e2e")
+    throw InputError("command line", "--latency", "expected ttft, tpot or e2e, got \"" + o.latency + "\"");
+  const Database db(o.db, Database::Mode::read_only);
+  const auto runs = served_runs(db);
+  std::vector<results::Series> series;
+  for (const std::int64_t id : o.runs) {
+    const auto it = std::find_if(runs.begin(), runs.end(), [&](const ServedRun& r) { return r.id == id; });
+    if (it == runs.end()) throw InputError(o.db, "", fmt::format("no served run {} (see 'db list': method served)", id));
+    const json& q = it->result.value(key, json::object()).value("quantiles", json());
+    if (!q.is_array() || q.size() < 2)
+      throw InputError(o.db, fmt::format("run {} /{}/quantiles", id, key),
+                       "has no latency distribution (stored by an older clustersim, or no measured request)");
+    results::Series line{fmt::format("run {}: {} ({})", id, it->name, serving_layout(it->scenario)), {}};
+    const double n = double(q.size() - 1);
+    for (std::size_t k = 0; k < q.size(); ++k) {
+      if (!q[k].is_number())
+        throw InputError(o.db, fmt::format("run {} /{}/quantiles/{}", id, key, k), "expected a number, got " + q[k].dump());
+      line.points.emplace_back(q[k].get<double>() * 1e3, double(k) / n);
+    }
+    series.push_back(std::move(line));
+  }
+  const char* what = o.latency == "ttft" ? "time to first token" : o.latency == "tpot" ? "time per output token"
+                                                                                         : "end-to-end latency";
+  write_output(o.out, results::line_chart({fmt::format("Distribution of the {} over requests", what),
+                                           fmt::format("{} (ms)", what), "fraction of requests at or below"},
+                                          series, o.log_x));
+  return 0;
+}
+
+// A served run's figure by name: "ttft_p99" is result /ttft_s/p99; plain names are top-level.
+struct ServingMetric {
+  const char* name;
+  const char* label;
+  double scale;
+};
+const ServingMetric serving_metrics[] = {
+    {"ttft_p50", "TTFT p50 (ms)", 1e3},       {"ttft_p90", "TTFT p90 (ms)", 1e3},
+    {"ttft_p99", "TTFT p99 (ms)", 1e3},       {"ttft_mean", "TTFT mean (ms)", 1e3},
+    {"tpot_p50", "TPOT p50 (ms)", 1e3},       {"tpot_p90", "TPOT p90 (ms)", 1e3},
+    {"tpot_p99", "TPOT p99 (ms)", 1e3},       {"tpot_mean", "TPOT mean (ms)", 1e3},
+    {"tbt_p99", "time between tokens p99 (ms)", 1e3},
+    {"e2e_p50", "end-to-end p50 (s)", 1},     {"e2e_p90", "end-to-end p90 (s)", 1},
+    {"e2e_p99", "end-to-end p99 (s)", 1},     {"throughput_rps", "throughput (requests/s)", 1},
+    {"output_tokens_per_s", "output tokens/s", 1}, {"goodput_rps", "goodput (requests/s meeting the SLOs)", 1},
+    {"slo_attainment", "SLO attainment (fraction of requests)", 1},
+    {"kv_peak_use", "peak KV-cache use (fraction of blocks)", 1}, {"preemptions", "preemptions", 1},
+};
+
+std::optional<double> serving_value(const json& result, const std::string& name) {
+  json v;
+  const auto us = name.rfind('_');
+  const std::string head = us == std::string::npos ? name : name.substr(0, us), tail = us == std::string::npos ? "" : name.substr(us + 1);
+  if ((head == "ttft" || head == "tpot" || head == "tbt" || head == "e2e") && result.contains(head + "_s"))
+    v = result[head + "_s"].value(tail, json());
+  else v = result.value(name, json());
+  if (!v.is_number()) return std::nullopt;
+  return v.get<double>();
+}
+
+int plot_serving_load(const DbOptions& o) {
+  const ServingMetric* metric = nullptr;
+  std::string names;
+  for (const auto& m : serving_metrics) {
+    if (o.y == m.name) metric = &m;
+    names += (names.empty() ? "" : ", ") + std::string(m.name);
+  }
+  if (!metric) throw InputError("command line", "--y", "unknown serving metric \"" + o.y + "\"; one of " + names);
+  if (!o.series.empty() && o.series != "scenario" && o.series != "layout" && o.series != "policy")
+    throw InputError("command line", "--series", "expected scenario, layout or policy, got \"" + o.series + "\"");
+  const Database db(o.db, Database::Mode::read_only);
+  // (series, offered rate) -> value of the newest run there.
+  std::map<std::string, std::map<double, double>> lines;
+  std::size_t traces = 0, missing = 0;
+  for (const auto& r : served_runs(db)) {
+    const json& w = r.scenario.value("workload", json::object());
+    if (w.value("arrival", "") == "trace" || !w.contains("rate") || !w["rate"].is_number()) {
+      ++traces;  // a trace's load is its own; no offered rate to put on x
+      continue;
+    }
+    const auto y = serving_value(r.result, metric->name);
+    if (!y || !std::isfinite(*y)) {
+      ++missing;
+      continue;
+    }
+    const std::string policy = text_of(r.scenario.value("scheduler", json::object()).value("policy", json()));
+    const std::string name = o.series == "policy"   ? policy
+                             : o.series == "layout" ? serving_layout(r.scenario)
+                                                    : r.name + " (" + serving_layout(r.scenario) + ")";
+    lines[name][w["rate"].get<double>()] = *y * metric->scale;
+  }
+  if (traces > 0) std::cerr << fmt::format("note: left out {} served run(s) replaying a trace (no offered rate)\n", traces);
+  if (missing > 0) std::cerr << fmt::format("note: left out {} served run(s) without a finite {}\n", missing, metric->name);
+  if (lines.empty())
+    throw InputError(o.db, "", "no served run with a generated workload (store some with 'clustersim serve FILE --rate R --db DB')");
+  std::vector<results::Series> series;
+  for (const auto& [name, xs] : lines) series.push_back({name, {xs.begin(), xs.end()}});
+  write_output(o.out, results::line_chart({fmt::format("Served runs: {} against offered load", metric->name),
+                                           "offered load (requests/s)", metric->label},
+                                          series, o.log_x));
+  return 0;
+}
+
 const Registration db_command{
     "db", "read the results database: list, show, compare, export, plot; import measured runs",
     [](CLI::App& sub) -> Runner {
@@ -503,6 +642,18 @@ const Registration db_command{
       auto* plot_tl = with_db(plot_c->add_subcommand("timeline", "per-GPU timeline (Gantt) of a simulated run"));
       plot_tl->add_option("RUN", o->run, "simulated run id")->required();
       plot_tl->add_option("--out,-o", o->out, "SVG file")->required();
+      auto* plot_cdf = with_db(plot_c->add_subcommand("latency-cdf", "latency distributions of served runs (clustersim serve --db)"));
+      plot_cdf->add_option("RUN", o->runs, "served run ids, one line each")->required();
+      plot_cdf->add_option("--latency", o->latency, "ttft, tpot or e2e")->capture_default_str();
+      plot_cdf->add_flag("--log-x", o->log_x, "logarithmic latency axis");
+      plot_cdf->add_option("--out,-o", o->out, "SVG file")->required();
+      auto* plot_load = with_db(plot_c->add_subcommand("serving-load", "a serving metric against offered load, over the served runs"));
+      plot_load->add_option("--y", o->y, "metric: ttft_p50|p90|p99|mean, tpot_..., tbt_p99, e2e_..., throughput_rps, "
+                                          "output_tokens_per_s, goodput_rps, slo_attainment, kv_peak_use, preemptions")
+          ->required();
+      plot_load->add_option("--series", o->series, "one line per scenario (default), layout or policy");
+      plot_load->add_flag("--log-x", o->log_x, "logarithmic load axis");
+      plot_load->add_option("--out,-o", o->out, "SVG file")->required();
       return [=]() -> int {
         if (list_c->parsed()) return list(*o);
         if (show_c->parsed()) return show(*o);
@@ -515,6 +666,8 @@ const Registration db_command{
         if (plot_sweep_c->parsed()) return plot_sweep(*o);
         if (plot_pm->parsed()) return plot_predicted(*o);
         if (plot_tl->parsed()) return plot_timeline(*o);
+        if (plot_cdf->parsed()) return plot_latency_cdf(*o);
+        if (plot_load->parsed()) return plot_serving_load(*o);
         return 2;
       };
     }};

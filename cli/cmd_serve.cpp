@@ -1,4 +1,4 @@
-// clustersim serve FILE [--json] [--requests-csv PATH] [--trace PATH] [--db DB]: simulates LLM
+// clustersim serve FILE [--rate R] [--json] [--requests-csv PATH] [--trace PATH] [--db DB]: simulates LLM
 // inference serving (replicas, scheduler, router, workload) and prints latency,
 // throughput, SLO attainment and KV-cache figures (docs/serving.md).
 #include <fmt/format.h>
@@ -23,6 +23,7 @@ struct ServeOptions {
   std::string trace;
   std::string db;  // --db FILE: also store the run there
   double capacity = 0;  // --capacity RATE: size the fleet for this request rate
+  double rate = 0;      // --rate RATE: the generated workload's arrival rate instead of the file's
   int jobs = 0;
   bool json = false;
 };
@@ -68,7 +69,14 @@ int capacity_command(const ServingScenario& s, const ClusterModel& cluster, cons
 }
 
 int serve_command(const ServeOptions& o) {
-  const ServingScenario s = load_serving_scenario(o.file);
+  ServingScenario s = load_serving_scenario(o.file);
+  if (o.rate > 0) {
+    if (s.workload.arrival == ArrivalKind::trace)
+      throw InputError("command line", "--rate",
+                       fmt::format("{} replays a trace ({}); --rate applies to generated arrivals", s.source,
+                                   s.workload.trace));
+    s.workload.rate = o.rate;
+  }
   Diagnostics diag(s.source);
   const ClusterModel cluster = resolve_cluster(s.cluster, diag);
   diag.throw_if_errors();
@@ -148,6 +156,10 @@ const Registration serve_registration{
       sub.add_option("--capacity", o->capacity,
                      "find the cheapest replicas x tp x pp x token budget meeting the scenario's SLOs at this "
                      "request rate (req/s), simulating every candidate on all cores")
+          ->check(CLI::Range(1e-6, 1e7));
+      sub.add_option("--rate", o->rate,
+                     "arrival rate of the generated workload (req/s) instead of the file's: one point of a "
+                     "latency-against-load curve (db plot serving-load)")
           ->check(CLI::Range(1e-6, 1e7));
       sub.add_option("--jobs", o->jobs, "threads for --capacity (default: all cores)")->check(CLI::Range(1, 1024));
       return [o] { return serve_command(*o); };

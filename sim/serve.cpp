@@ -88,6 +88,8 @@ Percentiles percentiles(std::vector<double> v) {
   p.p50 = at(0.5);
   p.p90 = at(0.9);
   p.p99 = at(0.99);
+  p.quantiles.reserve(101);
+  for (int k = 0; k <= 100; ++k) p.quantiles.push_back(at(k / 100.0));
   return p;
 }
 
@@ -348,7 +350,9 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
 
 nlohmann::json to_json(const ServeSummary& s) {
   const auto pct = [](const Percentiles& p) {
-    return nlohmann::json{{"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+    nlohmann::json j{{"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+    if (!p.quantiles.empty()) j["quantiles"] = p.quantiles;
+    return j;
   };
   return {{"requests", s.requests},
           {"measured_requests", s.measured},

@@ -33,6 +33,10 @@ struct ServeRecord {
 
 struct Percentiles {
   double mean = 0, p50 = 0, p90 = 0, p99 = 0;
+  // The distribution at every percent: quantiles[k] is the k/100 quantile (k = 0..100, the
+  // same rank rule as p50/p90/p99; [0] the smallest value), for `db plot latency-cdf`.
+  // Empty where only binned values exist (tbt) or nothing was measured.
+  std::vector<double> quantiles;
 };
 
 struct ServeIteration {

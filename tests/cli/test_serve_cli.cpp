@@ -2,6 +2,8 @@
 // CSV, Perfetto trace), a trace workload, and bad input (exit 1 with file and path).
 #include "test_temp.hpp"
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "run_cli.hpp"
@@ -90,4 +92,56 @@ TEST_CASE("serve --capacity finds the fewest GPUs meeting the SLOs, and more loa
   std::printf("serve --capacity: %d GPU(s) at 4 req/s, %d at 40 req/s\n", low, high);
   CHECK(low == 1);
   CHECK(high > low);
+}
+
+TEST_CASE("db plot draws latency distributions of served runs and a metric against offered load", "[serving][cli]") {
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const auto db = clustersim::test::temp_dir() / "clustersim-test-serve-plots.db";
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db.string() + suffix);
+  const std::string scenario = root + "/data/scenarios/serving/llama3-8b-vllm-h100.json";
+  for (const char* rate : {"3", "6", "9"}) {
+    const auto r = run_cli("serve " + scenario + " --rate " + rate + " --db " + db.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+  }
+  const auto j3 = nlohmann::json::parse(run_cli("serve --json --rate 3 " + scenario, false).output);
+  const auto j9 = nlohmann::json::parse(run_cli("serve --json --rate 9 " + scenario, false).output);
+  CHECK(j3["scenario"]["workload"]["rate"] == 3.0);
+  // More load, more queueing: the tail of the time to first token grows.
+  CHECK(j9["ttft_s"]["p99"].get<double>() > j3["ttft_s"]["p99"].get<double>());
+
+  const auto cdf_file = clustersim::test::temp_dir() / "clustersim-test-cdf.svg";
+  const auto cdf = run_cli("db plot latency-cdf 1 3 --latency e2e --db " + db.string() + " -o " + cdf_file.string());
+  INFO(cdf.output);
+  REQUIRE(cdf.code == 0);
+  std::ifstream in(cdf_file);
+  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(svg, Catch::Contains("run 1: llama3-8b-vllm-2x-h100") && Catch::Contains("run 3: ") &&
+                      Catch::Contains("end-to-end latency (ms)") && Catch::Contains("fraction of requests"));
+
+  const auto load_file = clustersim::test::temp_dir() / "clustersim-test-load.svg";
+  const auto load = run_cli("db plot serving-load --y ttft_p99 --db " + db.string() + " -o " + load_file.string());
+  INFO(load.output);
+  REQUIRE(load.code == 0);
+  std::ifstream lin(load_file);
+  const std::string lsvg((std::istreambuf_iterator<char>(lin)), std::istreambuf_iterator<char>());
+  CHECK_THAT(lsvg, Catch::Contains("offered load (requests/s)") && Catch::Contains("TTFT p99 (ms)") &&
+                       Catch::Contains("llama3-8b-vllm-2x-h100 (vllm, 2 x (tp 1 x pp 1))"));
+
+  const auto bad_metric = run_cli("db plot serving-load --y ttft_p98 --db " + db.string() + " -o " + load_file.string());
+  CHECK(bad_metric.code == 1);
+  CHECK_THAT(bad_metric.output, Catch::Contains("--y") && Catch::Contains("ttft_p98"));
+  const auto no_run = run_cli("db plot latency-cdf 7 --db " + db.string() + " -o " + cdf_file.string());
+  CHECK(no_run.code == 1);
+  CHECK_THAT(no_run.output, Catch::Contains("no served run 7"));
+  const auto trace = write_temp("serve-rate-trace.csv", "arrival_time,prompt_tokens,output_tokens\n0,100,10\n");
+  const auto traced = write_temp("serve-rate-trace.json", R"({"name": "t",
+    "model": {"family": "llama", "hidden": 2048, "layers": 16, "heads": 32, "kv_heads": 8, "ffn_hidden": 8192,
+              "vocab": 128256, "seq_len": 4096},
+    "cluster": {"gpu": "h100-sxm5-80gb", "nodes": 1, "gpus_per_node": 1},
+    "serving": {"replicas": 1, "scheduler": {"policy": "orca"}},
+    "workload": {"arrival": "trace", "trace": ")" + trace.string() + R"("}})");
+  const auto rate_on_trace = run_cli("serve --rate 4 " + traced.string());
+  CHECK(rate_on_trace.code == 1);
+  CHECK_THAT(rate_on_trace.output, Catch::Contains("--rate") && Catch::Contains("trace"));
 }

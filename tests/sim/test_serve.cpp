@@ -4,6 +4,7 @@
 // determinism, bad input, and the shipped serving scenarios' key figures
 // (tests/expected/serving_figures.json; CLUSTERSIM_UPDATE_EXPECTED=1 rewrites it).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -176,6 +177,36 @@ TEST_CASE("serve: the same scenario gives the same bytes", "[serving]") {
   doc["workload"]["seed"] = 10;
   const ServingScenario s2 = parse(doc);
   CHECK(sim::requests_csv(sim::simulate_serving(s2, cluster_of(s2))) != sim::requests_csv(a));
+}
+
+TEST_CASE("serve: the stored latency distribution agrees with the requests and the percentiles", "[serving]") {
+  auto doc = base_doc();
+  doc["workload"] = nlohmann::json::parse(R"({"arrival": "poisson", "rate": 6, "requests": 250, "seed": 3,
+      "prompt": {"dist": "uniform", "min": 64, "max": 3000}, "output": {"dist": "uniform", "min": 2, "max": 200}})");
+  const ServingScenario s = parse(doc);
+  const auto r = sim::simulate_serving(s, cluster_of(s));
+  std::vector<double> ttft;
+  for (const auto& x : r.records) ttft.push_back(x.ttft());
+  std::sort(ttft.begin(), ttft.end());
+  const auto& q = r.summary.ttft.quantiles;
+  REQUIRE(q.size() == 101);
+  // k/100 quantile = the ceil(k n / 100)-th smallest request (the smallest for k = 0).
+  for (int k : {0, 1, 37, 50, 90, 99, 100}) {
+    const auto rank = std::max<std::size_t>(1, std::size_t(std::ceil(k * double(ttft.size()) / 100.0)));
+    std::printf("TTFT quantile %3d%%: expected %.6f s (request %zu of %zu), computed %.6f s\n", k, ttft[rank - 1], rank,
+                ttft.size(), q[std::size_t(k)]);
+    CHECK(q[std::size_t(k)] == ttft[rank - 1]);
+  }
+  CHECK(q[50] == r.summary.ttft.p50);
+  CHECK(q[90] == r.summary.ttft.p90);
+  CHECK(q[99] == r.summary.ttft.p99);
+  CHECK(std::is_sorted(q.begin(), q.end()));
+  CHECK(r.summary.e2e.quantiles.size() == 101);
+  CHECK(r.summary.tpot.quantiles.size() == 101);
+  CHECK(r.summary.tbt.quantiles.empty());  // binned: percentiles only
+  const auto j = sim::to_json(r.summary);
+  CHECK(j["ttft_s"]["quantiles"].size() == 101);
+  CHECK(!j["tbt_s"].contains("quantiles"));
 }
 
 TEST_CASE("serve: bad serving scenarios name the file, the JSON path and the value", "[serving]") {
