@@ -80,9 +80,12 @@ void single_process(const fs::path& file, const fs::path& db) {
 #ifdef CLUSTERSIM_MPIEXEC
 // mpirun with what this 2-core machine and CI's root containers need: more ranks than
 // cores, root allowed, no single-copy shared memory (ptrace is often denied in containers).
+// A job that has not ended after 300 s (each takes seconds, under the sanitizers too) is
+// killed by mpirun with every rank's state printed, so a hang fails this test with a
+// diagnosis instead of running into CTest's timeout.
 std::string mpirun(int ranks) {
   std::string cmd = std::string(CLUSTERSIM_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) +
-                    " --mca btl_vader_single_copy_mechanism none";
+                    " --mca btl_vader_single_copy_mechanism none --timeout 300 --report-state-on-timeout";
   if (geteuid() == 0) cmd += " --allow-run-as-root";
   return cmd + " " + CLUSTERSIM_BINARY;
 }
