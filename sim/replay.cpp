@@ -234,11 +234,14 @@ struct Replay::Impl {
 
   // Context parallelism's attention (Segment::context): the ring's sends, each beside
   // 1/cp of the attention, every GPU of the cp group sending to the next at once; or the
-  // all-to-alls over the cp group, then the attention.
+  // all-to-alls over the cp group, then the attention. The attention is compute() like
+  // any segment's: slowed while a data-parallel collective of g's GPUs is in flight. The
+  // ring's own sends do not slow it here (the estimator's ring_attention_exposed charges
+  // overlap_slowdown for them): see tests/sim/test_context_parallel_sim.cpp.
   void run_context_segment(Group& g, const Segment& seg, i64 mb) {
     const ContextExchange& x = seg.context;
     const double t0 = now();
-    Seconds computed = 0;
+    Seconds computed = 0, took = 0;
     if (x.algorithm == CpAlgorithm::ring) {
       CollectiveCall call{Collective::send_recv, seg.context_bytes, {}, trace ? fmt::format("ring kv mb{}", mb) : std::string()};
       for (i64 t = 0; t < plan.tp; ++t)
@@ -250,12 +253,12 @@ struct Replay::Impl {
         // The send on an actor of its own, beside this step's attention.
         auto sender = sg4::Actor::create(fmt::format("cp-ring-s{}-r{}", g.stage, g.replica), sg4::this_actor::get_host(),
                                          [this, &call] { run_collective(net, plan.collectives, call); });
-        sg4::this_actor::sleep_for(step);
+        took += compute(g, step);
         sender->join();
         computed += step;
         ++g.st.collectives;
       }
-      sg4::this_actor::sleep_for(seg.compute - computed);
+      took += compute(g, seg.compute - computed);
     } else {
       CollectiveCall call{Collective::all_to_all, seg.context_bytes / double(std::max(1, x.calls)), {},
                           trace ? fmt::format("ulysses all-to-all mb{}", mb) : std::string()};
@@ -268,10 +271,12 @@ struct Replay::Impl {
         run_collective(net, plan.collectives, call);
         ++g.st.collectives;
       }
-      sg4::this_actor::sleep_for(seg.compute);
+      took = compute(g, seg.compute);
     }
-    const Seconds exposed = std::max(0.0, now() - t0 - seg.compute);
-    g.st.cp_comm += exposed;
+    // The interference's share is data-parallel communication, as in run_segment; the
+    // rest beyond the attention is the context exchange's exposed time.
+    g.st.dp_comm += took - seg.compute;
+    g.st.cp_comm += std::max(0.0, now() - t0 - took);
     (seg.work == Work::forward ? g.st.forward : seg.work == Work::backward ? g.st.backward : g.st.recompute) += seg.compute;
     ++g.st.compute_activities;
     if (trace && now() > t0) {

@@ -3,10 +3,13 @@
 // flows over the cp group, the HSDP reduce-scatter and cross-group all-reduce as flows of
 // their groups. The replay lands near the estimator (same op timings and rules; the
 // replay sees contention the closed form prices per link class) and keeps the same
-// activations. The replay has no overlap interference yet (compute does not slow while a
-// collective runs: issue 12), so where the ring's sends hide behind attention it exposes
-// nothing, while the estimator charges the interference slowdown; and ZeRO-3 (HSDP) runs
-// faster in the replay, as in tests/sim/test_plans.cpp (15%).
+// activations. The replay slows the attention while a data-parallel collective is in
+// flight (overlap interference, as every compute segment), not while the ring's own sends
+// run: where they hide behind attention it exposes nothing, while the estimator charges the
+// interference slowdown. Charging it in the replay too gave twice the estimator's exposed
+// time in the cp4 tp2 case (4.83 against 2.42 ms; the replay's send flows took 86 us a
+// step), as if the replay's send over NVSwitch took twice the estimator's: the two send
+// times must first come from one rule. ZeRO-3 (HSDP) runs faster in the replay, as in tests/sim/test_plans.cpp (15%).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
