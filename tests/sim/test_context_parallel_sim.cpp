@@ -6,10 +6,10 @@
 // activations. The replay slows the attention while a data-parallel collective is in
 // flight (overlap interference, as every compute segment), not while the ring's own sends
 // run: where they hide behind attention it exposes nothing, while the estimator charges the
-// interference slowdown. Charging it in the replay too gave twice the estimator's exposed
-// time in the cp4 tp2 case (4.83 against 2.42 ms; the replay's send flows took 86 us a
-// step), as if the replay's send over NVSwitch took twice the estimator's: the two send
-// times must first come from one rule. ZeRO-3 (HSDP) runs faster in the replay, as in tests/sim/test_plans.cpp (15%).
+// interference slowdown. Charging it in the replay too (the sends marked in flight, paying
+// their own slowdown) gave twice the estimator's exposed time in the cp4 tp2 case (4.83
+// against 2.42 ms) for a reason not found yet (a step's send flows took 86 us, about the
+// estimator's send time), so the replay leaves it out until the two agree. ZeRO-3 (HSDP) runs faster in the replay, as in tests/sim/test_plans.cpp (15%).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
