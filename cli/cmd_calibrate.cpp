@@ -157,9 +157,10 @@ int fit(const FitCommand& c) {
                fitted.interference.compute, fitted.interference.comm);
   if (fitted.host.present()) {
     const auto& h = fitted.host;
-    fmt::print("host dispatch: {} per kernel eager, {} under DTensor; DDP {} per layer; FSDP per unit {} (fp32), {} "
-               "(mixed precision), {} (FSDP2)\n",
-               format_seconds(h.eager_per_kernel), format_seconds(h.dtensor_per_kernel), format_seconds(h.ddp_per_layer),
+    fmt::print("host dispatch: {} per kernel eager; a DTensor parallel-style module {} forward, {} backward; DDP {} per "
+               "layer; FSDP per unit {} (fp32), {} (mixed precision), {} (FSDP2)\n",
+               format_seconds(h.eager_per_kernel), format_seconds(h.dtensor_module_forward),
+               format_seconds(h.dtensor_module_backward), format_seconds(h.ddp_per_layer),
                format_seconds(h.fsdp_per_unit), format_seconds(h.fsdp_mixed_per_unit), format_seconds(h.fsdp2_per_unit));
   }
   if (!c.nccl_files.empty()) {

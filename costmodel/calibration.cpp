@@ -413,7 +413,41 @@ HostDispatch fit_host_dispatch(const std::string& file) {
   HostDispatch h;
   h.source = file;
   h.eager_per_kernel = median_of(per_kernel("blocks", "block "));
-  h.dtensor_per_kernel = median_of(per_kernel("dtensor", "mlp dtensor-tp"));
+  // The DTensor MLP (ColwiseParallel fc1, RowwiseParallel fc2) against the same plain MLP:
+  // what its two parallel-style modules add beyond their extra kernels (the functional
+  // collectives' copies and NCCL kernels) at the eager rate, forward and backward.
+  const auto mlp_case = [&](const std::string& name) -> const nlohmann::json* {
+    const auto it = doc.find("dtensor");
+    if (it == doc.end() || !it->is_array()) return nullptr;
+    for (const auto& c : *it)
+      if (c.is_object() && c.value("case", "") == name) return &c;
+    return nullptr;
+  };
+  std::vector<double> module_f, module_b;
+  for (const char* mode : {"fp32", "fp32-autocast-bf16"}) {
+    const auto* pf = mlp_case(std::string("mlp plain fwd ") + mode);
+    const auto* pb = mlp_case(std::string("mlp plain fwd+bwd ") + mode);
+    const auto* tf = mlp_case(std::string("mlp dtensor-tp fwd ") + mode);
+    const auto* tb = mlp_case(std::string("mlp dtensor-tp fwd+bwd ") + mode);
+    if (!pf || !pb || !tf || !tb) {
+      diag.error("/dtensor", fmt::format("expected the cases \"mlp plain|dtensor-tp fwd|fwd+bwd {}\"", mode));
+      continue;
+    }
+    const auto host = [](const nlohmann::json* c) { return c->value("host_per_call_s", 0.0); };
+    const auto kern = [](const nlohmann::json* c) { return c->value("kernels_per_call", 0.0); };
+    const double eager = h.eager_per_kernel, modules = 2;
+    const double f = (host(tf) - host(pf) - (kern(tf) - kern(pf)) * eager) / modules;
+    const double b = ((host(tb) - host(tf)) - (host(pb) - host(pf)) - ((kern(tb) - kern(tf)) - (kern(pb) - kern(pf))) * eager) / modules;
+    if (!(f > 0) || !(b > 0)) {
+      diag.error("/dtensor", fmt::format("{}: expected the DTensor MLP to cost more host time than the plain one "
+                                         "(per module {} s forward, {} s backward)", mode, f, b));
+      continue;
+    }
+    module_f.push_back(f);
+    module_b.push_back(b);
+  }
+  h.dtensor_module_forward = median_of(module_f);
+  h.dtensor_module_backward = median_of(module_b);
   h.ddp_per_layer = overhead("ddp");
   h.fsdp_per_unit = overhead("fsdp1");
   h.fsdp_mixed_per_unit = overhead("fsdp1-bf16");

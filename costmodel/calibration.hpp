@@ -91,7 +91,9 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
 // Host-side dispatch costs from a clustersim-host-dispatch JSON file
 // (calibration/training/measure_host.py): per kernel of eager PyTorch (median over the
 // measured transformer blocks, forward and forward + backward, fp32 and autocast), per
-// kernel under DTensor (the DTensor tensor-parallel MLP blocks), DDP's hooks per layer
+// DTensor parallel-style module forward and backward (the DTensor tensor-parallel MLP
+// against the plain one: the host time beyond the extra kernels at the eager rate, over
+// its two modules, median over fp32 and autocast), DDP's hooks per layer
 // and FSDP's per unit (each over the plain stack of the same tiny layers). Bad content is
 // an InputError with JSON paths.
 HostDispatch fit_host_dispatch(const std::string& file);

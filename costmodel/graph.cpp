@@ -71,9 +71,54 @@ struct Dims {
   bool score_mask;   // megatron-2019: scale and mask as separate passes, layout copies
   bool bias_adds;    // megatron-2019: bias added after each GEMM
   bool fp32_logits;  // megatron-2019: fp32 logits, unfused cross entropy
+  bool dtp = false;  // pytorch-tp: DTensor projections (GraphStyle::dtensor_projections)
   i64 T() const { return B * S; }
   double TH() const { return double(B) * S * H; }
 };
+
+// Functional collectives (what DTensor's redistribute calls) are out of place: the input
+// is copied (clone) before NCCL reduces it in place, forward for a RowwiseParallel output
+// or backward for a ColwiseParallel input gradient.
+Op funcol_copy(const std::string& name, Split split, double bytes, bool forward) {
+  Op op = memory_op(name + "-funcol-copy", split, forward ? 2 * bytes : 0.0, forward ? 0.0 : 2 * bytes, 0);
+  op.kernels = forward ? 1 : 0;
+  op.backward_kernels = forward ? 0 : 1;
+  return op;
+}
+
+// The entry of a ColwiseParallel module under DTensor (its input made a Replicate
+// DTensor; backward all-reduces the input gradient), with its functional-collective copy.
+void colwise_entry(std::vector<Op>& ops, const std::string& name, const Dims& d, double bytes) {
+  Op f = comm(name, OpKind::tp_enter, bytes);
+  f.parallel_style = d.dtp;
+  ops.push_back(f);
+  if (d.dtp) ops.push_back(funcol_copy(name, Split::seq, bytes, false));
+}
+
+// The exit of a RowwiseParallel module (Partial -> Replicate all-reduce forward).
+void rowwise_exit(std::vector<Op>& ops, const std::string& name, const Dims& d, double bytes) {
+  Op g = comm(name, OpKind::tp_exit, bytes);
+  g.parallel_style = d.dtp;
+  ops.push_back(g);
+  if (d.dtp) ops.push_back(funcol_copy(name, Split::seq, bytes, true));
+}
+
+// Several ColwiseParallel projections reading one input (q, k, v; gate and up): each casts
+// it to 16 bits under autocast (the norm's own cast counts as the first) and, backward,
+// autograd adds the n all-reduced input gradients (n - 1 adds in the input's type).
+void extra_projection_inputs(std::vector<Op>& ops, const std::string& name, const Dims& d, int n) {
+  if (n < 2) return;
+  if (d.casts) {
+    Op c = cast_op(name + "-input-casts", Split::seq, (n - 1) * d.TH() * (d.r + d.e));
+    c.kernels = n - 1;
+    c.backward_kernels = n - 1;
+    ops.push_back(c);
+  }
+  Op sum = memory_op(name + "-input-grad-sum", Split::seq, 0, (n - 1) * 3 * d.TH() * d.r, 0);
+  sum.kernels = 0;
+  sum.backward_kernels = n - 1;
+  ops.push_back(sum);
+}
 
 // Residual add, with Megatron's fused bias-dropout-add when dropout is on. Under
 // sequence parallelism it runs on the sequence shard.
@@ -248,7 +293,7 @@ void attention_output(std::vector<Op>& ops, const Dims& d, i64 attn_width, bool 
   ops.push_back(matmul("attn-out", 1, d.T(), d.H, attn_width, true, Split::row,
                        double(attn_width) * d.H + (bias ? d.H : 0), double(d.T()) * attn_width * d.e));
   if (bias) bias_grad(ops, "attn-out", d, d.H, Split::seq);
-  ops.push_back(comm("attn-g", OpKind::tp_exit, d.TH() * d.e));
+  rowwise_exit(ops, "attn-g", d, d.TH() * d.e);
   // A row-parallel layer adds its bias after the all-reduce, on every rank.
   if (bias) bias_add(ops, "attn-out", d, d.H, Split::seq);
   ops.push_back(residual("attn", d));
@@ -263,13 +308,25 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
   // The tensor entering the tensor-parallel region is the norm's output, in the residual
   // stream's type (fp32 under autocast: the cast to 16 bits happens inside each matmul), so
   // its backward all-reduce moves d.r bytes an element.
-  ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.r));
-  ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
-  // The saved input of a column-parallel matmul is the replicated activation: it is
-  // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
-  ops.push_back(saved_marker("qkv-input-saved", Split::seq, d.TH() * d.e));
-  if (bias) bias_grad(ops, "qkv", d, n_qkv, Split::column);
-  if (bias) bias_add(ops, "qkv", d, n_qkv, Split::column);
+  if (d.dtp) {
+    // Separate q, k and v ColwiseParallel projections (GraphStyle::dtensor_projections).
+    const i64 kv = d.KV * d.D;
+    for (const auto& [name, n] : {std::pair<const char*, i64>{"q", d.H}, {"k", kv}, {"v", kv}}) {
+      colwise_entry(ops, std::string("attn-f-") + name, d, d.TH() * d.r);
+      ops.push_back(matmul(name, 1, d.T(), n, d.H, true, Split::column, double(d.H) * n + (bias ? n : 0), 0));
+      ops.push_back(saved_marker(std::string(name) + "-input-saved", Split::seq, d.TH() * d.e));
+      if (bias) bias_grad(ops, name, d, n, Split::column);
+    }
+    extra_projection_inputs(ops, "qkv", d, 3);
+  } else {
+    ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.r));
+    ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
+    // The saved input of a column-parallel matmul is the replicated activation: it is
+    // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
+    ops.push_back(saved_marker("qkv-input-saved", Split::seq, d.TH() * d.e));
+    if (bias) bias_grad(ops, "qkv", d, n_qkv, Split::column);
+    if (bias) bias_add(ops, "qkv", d, n_qkv, Split::column);
+  }
   if (llama) {
     if (d.eager) {
       // rotate-half written out on q and k (X bytes together), each [b, h, s, d] a
@@ -355,8 +412,18 @@ void mla_attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) 
 // column-parallel GEMM, silu(gate) * up, the row-parallel down projection.
 void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& prefix) {
   const double ff = double(d.T()) * f;
-  ops.push_back(matmul(prefix + "gate-up", 1, d.T(), 2 * f, d.H, true, Split::column, 2.0 * d.H * f, 0));
-  ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.e));
+  if (d.dtp) {
+    // Separate gate and up ColwiseParallel projections (w1, w3), the first entered by the caller.
+    ops.push_back(matmul(prefix + "gate", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
+    ops.push_back(saved_marker(prefix + "gate-input-saved", Split::seq, d.TH() * d.e));
+    colwise_entry(ops, prefix + "mlp-f-up", d, d.TH() * d.r);
+    ops.push_back(matmul(prefix + "up", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
+    ops.push_back(saved_marker(prefix + "up-input-saved", Split::seq, d.TH() * d.e));
+    extra_projection_inputs(ops, prefix + "gate-up", d, 2);
+  } else {
+    ops.push_back(matmul(prefix + "gate-up", 1, d.T(), 2 * f, d.H, true, Split::column, 2.0 * d.H * f, 0));
+    ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.e));
+  }
   if (d.eager) {
     // gate and up are chunk() views of the fused output (rows of 2f): silu(gate) reads a
     // strided view (unvectorized unary), silu(gate) * up a strided operand. Backward:
@@ -385,7 +452,7 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
 void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
   const double ff = double(d.T()) * d.F;  // elements of the hidden activation
   norm(ops, llama ? "mlp-rmsnorm" : "mlp-layernorm", d, llama);
-  ops.push_back(comm("mlp-f", OpKind::tp_enter, d.TH() * d.r));
+  colwise_entry(ops, "mlp-f", d, d.TH() * d.r);
   if (llama) {
     swiglu_mlp(ops, d, d.F, "");
   } else {
@@ -397,7 +464,7 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
     ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.e));
     bias_grad(ops, "fc2", d, d.H, Split::seq);
   }
-  ops.push_back(comm("mlp-g", OpKind::tp_exit, d.TH() * d.e));
+  rowwise_exit(ops, "mlp-g", d, d.TH() * d.e);
   if (!llama) bias_add(ops, "fc2", d, d.H, Split::seq);
   ops.push_back(residual("mlp", d));
 }
@@ -474,7 +541,7 @@ Op embedding_lookup(const Dims& d) {
 // Final norm, logits and the loss; returns the bytes alive only while its backward runs.
 double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::string& prefix, double logits_params) {
   norm(ops, prefix + (llama ? "final-rmsnorm" : "final-layernorm"), d, llama);
-  ops.push_back(comm(prefix + "logits-f", OpKind::tp_enter, d.TH() * d.r));
+  colwise_entry(ops, prefix + "logits-f", d, d.TH() * d.r);
   const double logits = double(d.T()) * d.V;
   ops.push_back(matmul(prefix + "logits", 1, d.T(), d.V, d.H, true, Split::column, logits_params, 0));
   ops.push_back(saved_marker(prefix + "logits-input-saved", Split::seq, d.TH() * d.e));
@@ -536,7 +603,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   Dims d{micro_batch,          m.seq_len,          m.hidden,          m.heads,     m.kv_heads,
          m.head_dim(),         m.ffn_hidden,       m.vocab,           e,           m.dropout,
          style.residual_bytes, style.autocast_casts, style.eager,     style.unfused_score_mask,
-         style.bias_add_kernels, style.fp32_logits};
+         style.bias_add_kernels, style.fp32_logits, style.dtensor_projections};
   ModelGraph g;
   g.micro_batch = micro_batch;
   g.tokens_per_sample = m.seq_len;
@@ -793,6 +860,7 @@ GraphStyle graph_style(const TrainingSpec& t) {
       // AccumulateGrad adds the new 16-bit gradient into .grad (read 2 + 2, write 2).
       s.grad_accumulation_bytes = t.precision == Precision::mixed_fp16 ? 6.0 : 18.0;
       break;
+    case Framework::pytorch_tp: s.dtensor_projections = true; break;
     default: break;
   }
   return s;

@@ -74,6 +74,10 @@ struct Op {
   double params = 0;       // parameters owned by this op
   double saved_bytes = 0;  // activations kept for backward (before any sharding)
   double comm_bytes = 0;   // tp_enter / tp_exit / all_to_all: tensor size in bytes
+  // tp_enter / tp_exit: the boundary of a DTensor ParallelStyle module (a ColwiseParallel or
+  // RowwiseParallel Linear under parallelize_module), whose hooks and redistributes cost host
+  // time of their own (rules.hpp op_host).
+  bool parallel_style = false;
   // attention: bytes of its keys and values together (what context parallelism's ring
   // passes from GPU to GPU); the queries and the output make up the rest of fwd_bytes.
   double kv_bytes = 0;
@@ -138,6 +142,15 @@ struct GraphStyle {
   // Bytes per parameter read and written every micro-batch to accumulate the weight
   // gradients outside the GEMMs (megatron-deepspeed; 0: accumulated by the wgrad GEMM).
   double grad_accumulation_bytes = 0;
+  // PyTorch DTensor tensor parallelism (training.framework pytorch-tp, parallelize_module):
+  // each projection is its own nn.Linear (ColwiseParallel q, k, v and fc1, or gate and up;
+  // RowwiseParallel out and fc2/down), since a ColwiseParallel fused QKV would split q, k and
+  // v across ranks. Each ColwiseParallel input is its own Replicate DTensor, so backward
+  // all-reduces each one's input gradient separately (in the input's type: fp32 under
+  // autocast, the norm's output) and autograd sums them; autocast casts the input once per
+  // projection and each keeps its own 16-bit copy for backward; every DTensor collective
+  // (functional collectives) copies its input first.
+  bool dtensor_projections = false;
 };
 GraphStyle graph_style(Precision p);
 // The precision's style with the framework's kernels (training.framework).

@@ -95,7 +95,11 @@ struct Calibration {
 // measured: then no host bound is modelled.
 struct HostDispatch {
   Seconds eager_per_kernel = 0;    // host time per kernel of eager PyTorch with autograd
-  Seconds dtensor_per_kernel = 0;  // the same under DTensor (sharding propagation per op)
+  // A DTensor ParallelStyle module (ColwiseParallel / RowwiseParallel Linear under
+  // parallelize_module) beyond its kernels at the eager rate: its input/output hooks,
+  // from_local / to_local, sharding propagation of its ops and its redistribute, in its
+  // forward and in its backward.
+  Seconds dtensor_module_forward = 0, dtensor_module_backward = 0;
   Seconds ddp_per_layer = 0;       // DDP's autograd hooks, per layer (its parameters)
   Seconds fsdp_per_unit = 0;       // FSDP1 pre/post hooks per wrapped unit, fwd + bwd, no mixed precision
   Seconds fsdp_mixed_per_unit = 0; // FSDP1 with a MixedPrecision policy (casts of the flat parameter)

@@ -60,7 +60,8 @@ void add_forward(std::vector<Segment>& prog, Work w, const Op& op, const OpTimin
 // With `wgrad_block` (ZB-H1) the ops' weight gradients go there, as one segment that
 // completes the block's gradients, instead of into its backward.
 void program_block(const Block& block, bool is_layer, Recompute rc, const ShardingContext& ctx, const KernelModel& km,
-                   bool mark_blocks, Seconds per_kernel, Seconds hooks, std::vector<Segment>& fwd,
+                   bool mark_blocks, Seconds per_kernel, Seconds hooks, const FrameworkSpec& framework,
+                   const HostDispatch& host, std::vector<Segment>& fwd,
                    std::vector<Segment>& bwd_block, Bytes& saved, std::vector<Segment>* wgrad_block) {
   std::vector<OpTiming> t;
   Bytes saved_all = 0, saved_core = 0;
@@ -78,7 +79,8 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
   for (std::size_t i = 0; i < block.ops.size(); ++i) {
     const Op& op = block.ops[i];
     add_forward(fwd, Work::forward, op, t[i],
-                per_kernel * (op_kernels(op).forward + context_kernels(t[i].context)) + (i == 0 ? hook : 0.0));
+                per_kernel * (op_kernels(op).forward + context_kernels(t[i].context)) + (i == 0 ? hook : 0.0) +
+                    op_host_overhead(op, framework, host, ctx.tp).forward);
     add_comm(fwd, Work::forward, t[i].forward_comm, per_kernel);
     saved_all += t[i].saved;
     if (op.core_attention) saved_core += t[i].saved;
@@ -86,13 +88,15 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
   for (std::size_t i = 0; i < block.ops.size(); ++i)
     if (op_recomputed(block.ops[i], rc, is_layer)) {
       add_forward(bwd_block, Work::recompute, block.ops[i], t[i],
-                  per_kernel * (op_kernels(block.ops[i]).forward + context_kernels(t[i].context)));
+                  per_kernel * (op_kernels(block.ops[i]).forward + context_kernels(t[i].context)) +
+                      op_host_overhead(block.ops[i], framework, host, ctx.tp).forward);
       add_comm(bwd_block, Work::recompute, t[i].forward_comm, per_kernel);
     }
   Segment wgrad{Work::backward, 0, {}, 0, 0, {}, 0};
   for (std::size_t i = block.ops.size(); i-- > 0;) {
     const bool split = wgrad_block && t[i].weight_grad > 0;  // one of the op's backward kernels moves to W
-    const Seconds host_b = per_kernel * (op_kernels(block.ops[i]).backward - (split ? 1 : 0)) + (i == 0 ? hook : 0.0);
+    const Seconds host_b = per_kernel * (op_kernels(block.ops[i]).backward - (split ? 1 : 0)) + (i == 0 ? hook : 0.0) +
+                           op_host_overhead(block.ops[i], framework, host, ctx.tp).backward;
     if (t[i].context.active())
       add_context(bwd_block, Work::backward, block.ops[i].name, t[i].backward, host_b + per_kernel * context_kernels(t[i].context),
                   t[i].context, false);
@@ -184,7 +188,8 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
         bwd_blocks.emplace_back();
         wgrad_blocks.emplace_back();
         program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
-                      gradient_sync(1, r.precision, plan.zero, ranks, shard).gather_per_pass > 0, per_kernel, hooks, chunk.forward,
+                      gradient_sync(1, r.precision, plan.zero, ranks, shard).gather_per_pass > 0, per_kernel, hooks,
+                      s.training.framework, est.cluster().gpu.host, chunk.forward,
                       bwd_blocks.back(), chunk.saved, split_wgrad ? &wgrad_blocks.back() : nullptr);
       }
       for (auto it = wgrad_blocks.rbegin(); it != wgrad_blocks.rend(); ++it)

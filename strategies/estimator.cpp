@@ -93,7 +93,11 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     c.cp += cp_f + context_time(o, false);
     c.kernels_forward += k.forward + comm_kernels_f;
     c.kernels_backward += k.backward + comm_kernels_b;
+    const OpHost extra = op_host_overhead(op, training_.framework, cluster_.gpu.host, plan.tp);
+    c.host_extra_forward += extra.forward;
+    c.host_extra_backward += extra.backward;
     if (op_recomputed(op, requested, is_layer)) {
+      c.host_extra_backward += extra.forward;
       c.recompute += o.forward;
       (ep_comm ? c.ep : c.tp_recompute) += comm_f;
       c.cp += cp_f;
@@ -198,10 +202,13 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     Bytes saved = 0, working = 0, largest_params = 0;
     double expert_params = 0;
     double kernels_f = 0, kernels_b = 0;
+    Seconds extra_f = 0, extra_b = 0;
     for (int b : blocks) {
       const BlockCost& c = costs[static_cast<std::size_t>(b)];
       kernels_f += c.kernels_forward;
       kernels_b += c.kernels_backward;
+      extra_f += c.host_extra_forward;
+      extra_b += c.host_extra_backward;
       st.forward += c.forward;
       st.backward += c.backward;
       st.weight_grad += c.weight_grad;
@@ -226,8 +233,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     st.p2p = p2p;
     const Seconds per_kernel = host_per_kernel(training_.framework, cluster_.gpu.host);
     const Seconds hooks = double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, ranks);
-    st.host_forward = kernels_f * per_kernel + hooks / 2;
-    st.host = st.host_forward + kernels_b * per_kernel + hooks / 2;
+    st.host_forward = kernels_f * per_kernel + extra_f + hooks / 2;
+    st.host = st.host_forward + kernels_b * per_kernel + extra_b + hooks / 2;
 
     // Memory of this stage.
     const double P = st.params_per_gpu;

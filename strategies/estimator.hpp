@@ -43,6 +43,7 @@ class Estimator {
     double expert_params = 0;  // of them, the experts' (replicated over dp / ep GPUs only)
     double hardware_flops = 0;  // this GPU's FLOPs, forward + backward + recompute
     double kernels_forward = 0, kernels_backward = 0;  // kernels launched (backward: with recompute)
+    Seconds host_extra_forward = 0, host_extra_backward = 0;  // host time beyond the kernels (op_host_overhead)
   };
 
  private:

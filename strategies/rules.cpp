@@ -275,8 +275,11 @@ Seconds host_bound_time(Seconds gpu_f, Seconds gpu_b, Seconds host_f, Seconds ho
   return std::max(0.0, total - double(m) * gpu);
 }
 
-Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h) {
-  return f.name == Framework::pytorch_tp && h.dtensor_per_kernel > 0 ? h.dtensor_per_kernel : h.eager_per_kernel;
+Seconds host_per_kernel(const FrameworkSpec&, const HostDispatch& h) { return h.eager_per_kernel; }
+
+OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch& h, i64 tp) {
+  if (!op.parallel_style || f.name != Framework::pytorch_tp || tp <= 1) return {};
+  return {h.dtensor_module_forward, h.dtensor_module_backward};
 }
 
 Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 dp) {

@@ -323,9 +323,17 @@ struct OpKernels {
   int forward = 0, backward = 0;
 };
 OpKernels op_kernels(const Op& op);
-// Host time per kernel launched: eager PyTorch (Megatron-LM is eager PyTorch too), or
-// DTensor's sharding propagation on top.
+// Host time per kernel launched: eager PyTorch (Megatron-LM is eager PyTorch too).
 Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
+// Host time an op costs beyond its kernels: under pytorch-tp with tp > 1, each DTensor
+// ParallelStyle module boundary (Op::parallel_style) costs the measured module overhead
+// (hooks, from_local/to_local, sharding propagation, redistribute), forward and backward.
+// Under DTensor the host cost follows the modules, not the kernels: the same layer's
+// kernels run at the eager rate.
+struct OpHost {
+  Seconds forward = 0, backward = 0;
+};
+OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch& h, std::int64_t tp);
 // GPU time a stage loses to its host over m micro-batches: the host launches kernels in
 // program order and never waits for the GPU, so kernel i starts at the earliest when the
 // host has launched everything before it: g_i = max(g_{i-1}, h_i) + gpu_i. At phase

@@ -308,3 +308,45 @@ TEST_CASE("eager Llama layer: kernels by access path, RoPE and SwiGLU written ou
     CHECK(op.bwd_memory_kind() == op.memory_kind);
   }
 }
+
+TEST_CASE("pytorch-tp: separate ColwiseParallel projections, each all-reducing its fp32 input gradient", "[graph]") {
+  // measure_parallel.py's DTensor blocks: GPT q, k, v, fc1 ColwiseParallel and proj, fc2
+  // RowwiseParallel; Llama wq, wk, wv, w1, w3 and wo, w2 (host-dtblocks-2026-11-26.json's
+  // census: 4 / 5 fp32 backward all-reduces, 2 bf16 forward ones, one copy per collective).
+  TrainingSpec t;
+  t.precision = Precision::amp_bf16;
+  t.framework.name = Framework::pytorch_tp;
+  const GraphStyle dtp = graph_style(t);
+  CHECK(dtp.dtensor_projections);
+  const struct {
+    const char* name;
+    ModelSpec m;
+    int colwise;
+  } cases[] = {{"gpt-1.3b", gpt(2048, 24, 16, 2048, 50304), 4}, {"llama-1.1b", llama(2048, 22, 32, 4, 5632, 32000), 5}};
+  for (const auto& c : cases) {
+    const ModelGraph g = build_model_graph(c.m, 4, dtp);
+    const ModelGraph megatron_style = build_model_graph(c.m, 4, graph_style(Precision::amp_bf16));
+    const Block& layer = g.blocks[static_cast<std::size_t>(g.layers[0])];
+    int enter = 0, exit = 0, styled = 0, copies = 0, matmuls = 0;
+    for (const Op& op : layer.ops) {
+      if (op.kind == OpKind::tp_enter) {
+        ++enter;
+        // The norm's output under autocast: fp32 gradients, 4 bytes an element.
+        CHECK(op.comm_bytes == Approx(4.0 * 4 * double(c.m.seq_len) * 2048));
+      }
+      if (op.kind == OpKind::tp_exit) ++exit;
+      if (op.parallel_style) ++styled;
+      if (op.name.find("funcol-copy") != std::string::npos) ++copies;
+      if (op.kind == OpKind::matmul) ++matmuls;
+    }
+    std::printf("%s: %d ColwiseParallel entries (expected %d), %d RowwiseParallel exits (expected 2), %d copies\n",
+                c.name, enter, c.colwise, exit, copies);
+    CHECK(enter == c.colwise);
+    CHECK(exit == 2);
+    CHECK(styled == enter + exit);
+    CHECK(copies == enter + exit);
+    // The same weights as the fused layout, split into one matmul per projection.
+    CHECK(g.params() == Approx(megatron_style.params()));
+    CHECK(matmuls == c.colwise + 2);
+  }
+}

@@ -58,7 +58,11 @@ TEST_CASE("measured multi-GPU steps: step time and memory against the estimator"
               "on several GPUs (goal: 5%%, 15%%, 5%%)\n",
               100 * m, 100 * worst, 100 * mm, err.size(), multi_gpu);
   CHECK(multi_gpu >= 20);
-  CHECK(m <= 0.03);
-  CHECK(worst <= 0.35);
-  CHECK(mm <= 0.06);
+  // DTensor's separate projections, per-module backward all-reduces and per-module host
+  // cost moved the DTensor runs: worst 33.1% -> 25.3% (the GPT runs, still under: see
+  // host-dtblocks-2026-11-26.json), memory median 5.3% -> 4.3%; the median rose 2.6% ->
+  // 3.2% as the Llama DTensor runs went from +-4% to -4..-9%.
+  CHECK(m <= 0.035);
+  CHECK(worst <= 0.26);
+  CHECK(mm <= 0.045);
 }

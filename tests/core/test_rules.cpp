@@ -152,7 +152,8 @@ TEST_CASE("host dispatch: kernels per op, per-kernel cost by framework, hooks pe
   CHECK(op_kernels(norm).backward == 4);
   HostDispatch h;
   h.eager_per_kernel = 24e-6;
-  h.dtensor_per_kernel = 110e-6;
+  h.dtensor_module_forward = 400e-6;
+  h.dtensor_module_backward = 700e-6;
   h.ddp_per_layer = 40e-6;
   h.fsdp_per_unit = 1.7e-3;
   h.fsdp_mixed_per_unit = 3.1e-3;
@@ -160,7 +161,19 @@ TEST_CASE("host dispatch: kernels per op, per-kernel cost by framework, hooks pe
   FrameworkSpec f;
   CHECK(host_per_kernel(f, h) == 24e-6);
   f.name = Framework::pytorch_tp;
-  CHECK(host_per_kernel(f, h) == 110e-6);
+  CHECK(host_per_kernel(f, h) == 24e-6);  // DTensor's cost follows its modules, not its kernels
+  Op colwise;
+  colwise.kind = OpKind::tp_enter;
+  colwise.parallel_style = true;
+  CHECK(op_host_overhead(colwise, f, h, 2).forward == 400e-6);
+  CHECK(op_host_overhead(colwise, f, h, 2).backward == 700e-6);
+  CHECK(op_host_overhead(colwise, f, h, 1).forward == 0);  // one rank: no DTensor module
+  Op megatron = colwise;
+  megatron.parallel_style = false;
+  CHECK(op_host_overhead(megatron, f, h, 2).backward == 0);
+  FrameworkSpec hand;
+  hand.name = Framework::pytorch;
+  CHECK(op_host_overhead(colwise, hand, h, 2).forward == 0);
   f.name = Framework::pytorch_ddp;
   CHECK(host_hooks_per_layer(f, h, 1) == 0);
   CHECK(host_hooks_per_layer(f, h, 2) == 40e-6);

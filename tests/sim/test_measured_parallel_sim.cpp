@@ -4,6 +4,7 @@
 // stay as close to the measurements. Checks hold today's figures (goal: median 5%;
 // 8.6% before the replay slowed overlapped compute and collectives, 5.5% after).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -46,6 +47,11 @@ TEST_CASE("measured multi-GPU steps: simulated beside estimated", "[accuracy][me
   const double m = test::median(err), mm = test::median(mem_err);
   std::printf("simulated: median |step-time error| %.1f%%, median |memory error| %.1f%% over %zu runs (goal 5%%, 5%%)\n",
               100 * m, 100 * mm, err.size());
-  CHECK(m <= 0.06);
-  CHECK(mm <= 0.06);
+  const double worst = *std::max_element(err.begin(), err.end());
+  std::printf("simulated: worst |step-time error| %.1f%% (goal 15%%)\n", 100 * worst);
+  // After DTensor's separate projections and per-module host cost: median 2.6%, worst 25.2%
+  // (the DTensor GPT runs, under), memory 4.3% (5.3% before).
+  CHECK(m <= 0.03);
+  CHECK(worst <= 0.26);
+  CHECK(mm <= 0.045);
 }
