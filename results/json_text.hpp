@@ -1,8 +1,9 @@
 // json.dump() (compact, strict UTF-8) without nlohmann's serializer, byte for byte the
-// same text: a sweep serialises two documents per point, and nlohmann's per-byte UTF-8
-// state machine made dumping a quarter of a sweep's instructions (callgrind). Numbers
-// use nlohmann's own shortest round-trip formatting; a string with a non-ASCII byte is
-// handed to nlohmann whole, so invalid UTF-8 throws as dump() does.
+// same text: nlohmann's per-byte UTF-8 state machine made dumping a quarter of a
+// sweep's instructions (callgrind). Strings and numbers are written by the same
+// functions as scenarios/json_writer (nlohmann's own shortest round-trip formatting; a
+// string with a non-ASCII byte is handed to nlohmann whole, so invalid UTF-8 throws as
+// dump() does).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -479,67 +480,132 @@ void Database::rollback() {
   impl_->rollback_quietly();
 }
 
-ScenarioText scenario_text(const nlohmann::json& canonical) {
-  ScenarioText t;
-  if (!canonical.is_object()) {
-    t.json = dump(canonical);
-    t.hash = fnv1a64_hex(t.json);
+JsonText json_text(const nlohmann::json& object) {
+  JsonText t;
+  if (!object.is_object()) {
+    t.json = dump(object);
     return t;
   }
-  // dump() of an object is '{' "key":value (',' "key":value)* '}' in key order; the
-  // hash leaves out name and description (scenario_hash), so both strings are built
-  // from the same pieces.
-  std::string hashed = "{";
+  // dump() of an object is '{' "key":value (',' "key":value)* '}' in key order.
   t.json = "{";
-  for (auto it = canonical.begin(); it != canonical.end(); ++it) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
     if (t.json.size() > 1) t.json += ',';
-    const std::size_t key_begin = t.json.size();
     append_string(t.json, it.key());
     t.json += ':';
     const std::size_t begin = t.json.size();
     append_dump(t.json, it.value());
     t.spans.push_back({it.key(), {begin, t.json.size()}});
-    if (it.key() == "name" || it.key() == "description") continue;
-    if (hashed.size() > 1) hashed += ',';
-    hashed.append(t.json, key_begin, t.json.size() - key_begin);
   }
   t.json += '}';
-  hashed += '}';
-  t.hash = fnv1a64_hex(hashed);
   return t;
 }
 
-std::string_view ScenarioText::section(std::string_view key) const {
+JsonText json_text(std::string json, const std::vector<JsonWriter::Member>& members) {
+  JsonText t;
+  t.spans.reserve(members.size());
+  for (const auto& m : members) t.spans.push_back({std::string(m.key), {m.begin, m.end}});
+  t.json = std::move(json);
+  return t;
+}
+
+std::string_view JsonText::section(std::string_view key) const {
   for (const auto& [k, span] : spans)
     if (k == key) return std::string_view(json).substr(span.first, span.second - span.first);
   return {};
 }
 
+namespace {
+// The hash leaves out name and description (scenario_hash): the same "key":value pieces
+// without those two.
+ScenarioText with_hash(JsonText text) {
+  ScenarioText t;
+  static_cast<JsonText&>(t) = std::move(text);
+  if (t.spans.empty() && (t.json.empty() || t.json.front() != '{')) {
+    t.hash = fnv1a64_hex(t.json);
+    return t;
+  }
+  std::string hashed = "{";
+  for (const auto& [key, span] : t.spans) {
+    if (key == "name" || key == "description") continue;
+    if (hashed.size() > 1) hashed += ',';
+    append_string(hashed, key);
+    hashed += ':';
+    hashed.append(t.json, span.first, span.second - span.first);
+  }
+  hashed += '}';
+  t.hash = fnv1a64_hex(hashed);
+  return t;
+}
+
+// A top-level number of the result, as the tree's get<double>() reads it: the text is
+// nlohmann's shortest round-trip form, so from_chars gives the same double.
+std::optional<double> number_at(const JsonText& t, std::string_view key) {
+  const std::string_view v = t.section(key);
+  if (v.empty() || !(v.front() == '-' || (v.front() >= '0' && v.front() <= '9'))) return std::nullopt;
+  double x = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (r.ec != std::errc() || r.ptr != v.data() + v.size()) return std::nullopt;
+  return x;
+}
+}  // namespace
+
+ScenarioText scenario_text(const nlohmann::json& canonical) { return with_hash(json_text(canonical)); }
+
+ScenarioText scenario_text(const Scenario& s) {
+  std::string json;
+  std::vector<JsonWriter::Member> sections;
+  JsonWriter w(json);
+  write_json(w, s, &sections);
+  return with_hash(json_text(std::move(json), sections));
+}
+
+RunDocuments run_documents(const Scenario& s, ScenarioText scenario, JsonText result) {
+  RunDocuments d;
+  d.scenario = std::move(scenario);
+  d.scenario_name = s.name;
+  d.model_family = std::string(to_string(s.model.family));
+  d.gpu = s.cluster.gpu;
+  d.gpus = s.cluster.total_gpus();
+  d.result = std::move(result);
+  return d;
+}
+
 RunRow run_row(const RunRecord& r) { return run_row(r, scenario_text(r.scenario)); }
 
 RunRow run_row(const RunRecord& r, ScenarioText text, const std::string* hardware_provenance_json) {
-  RunRow row;
-  row.method = r.method;
+  RunDocuments d;
   const auto& c = r.scenario;
   const auto& cluster = c.at("cluster");
-  row.scenario_hash = std::move(text.hash);
-  row.scenario_json = std::move(text.json);
-  row.scenario_name = c.value("name", std::string("unnamed"));
-  row.model_family = c.at("model").at("family").get<std::string>();
-  row.gpu = cluster.at("gpu").get<std::string>();
-  row.gpus = cluster.at("nodes").get<std::int64_t>() * cluster.at("gpus_per_node").get<std::int64_t>();
-  const auto& res = r.result;
-  row.plan_json = dump(res.contains("plan") ? res["plan"] : c.at("plan"));
+  d.scenario = std::move(text);
+  d.scenario_name = c.value("name", std::string("unnamed"));
+  d.model_family = c.at("model").at("family").get<std::string>();
+  d.gpu = cluster.at("gpu").get<std::string>();
+  d.gpus = cluster.at("nodes").get<std::int64_t>() * cluster.at("gpus_per_node").get<std::int64_t>();
+  d.result = json_text(r.result);
+  return run_row(r, std::move(d), hardware_provenance_json);
+}
+
+RunRow run_row(const RunRecord& r, RunDocuments d, const std::string* hardware_provenance_json) {
+  RunRow row;
+  row.method = r.method;
+  row.scenario_name = std::move(d.scenario_name);
+  row.model_family = std::move(d.model_family);
+  row.gpu = std::move(d.gpu);
+  row.gpus = d.gpus;
+  const std::string_view plan = d.result.section("plan");
+  row.plan_json = std::string(plan.empty() ? d.scenario.section("plan") : plan);
+  row.scenario_hash = std::move(d.scenario.hash);
+  row.scenario_json = std::move(d.scenario.json);
   row.hardware_name = r.hardware.name;
   row.hardware_status = r.hardware.status;
   row.hardware_provenance_json = hardware_provenance_json ? *hardware_provenance_json : dump(r.hardware.provenance);
   row.sweep_id = r.sweep_id;
   row.point_index = r.point_index;
   if (!r.axes.is_null()) row.axes_json = dump(r.axes);
-  for (std::size_t i = 0; i < RunRow::figure_keys.size(); ++i)
-    if (auto it = res.find(RunRow::figure_keys[i]); it != res.end() && it->is_number()) row.figures[i] = it->get<double>();
-  if (auto it = res.find("fits"); it != res.end() && it->is_boolean()) row.fits = it->get<bool>() ? 1 : 0;
-  row.result_json = dump(res);
+  for (std::size_t i = 0; i < RunRow::figure_keys.size(); ++i) row.figures[i] = number_at(d.result, RunRow::figure_keys[i]);
+  if (const std::string_view fits = d.result.section("fits"); fits == "true" || fits == "false")
+    row.fits = fits == "true" ? 1 : 0;
+  row.result_json = std::move(d.result.json);
   row.tool_version = r.provenance.tool_version;
   row.git_revision = r.provenance.git_revision;
   if (!r.provenance.simgrid_version.empty()) row.simgrid_version = r.provenance.simgrid_version;

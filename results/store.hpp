@@ -16,6 +16,9 @@
 #include <string_view>
 #include <vector>
 
+#include "scenarios/json_writer.hpp"
+#include "scenarios/scenario.hpp"
+
 namespace clustersim::results {
 
 // The schema this build writes. Version N is reached from 0 by migrations 1..N.
@@ -57,17 +60,28 @@ struct RunRecord {
   nlohmann::json axes = nlohmann::json();  // the sweep axis values of this point
 };
 
-// A canonical scenario serialised once: its dump() and its scenario_hash(), assembled
-// from one dump of each top-level value (a sweep needs both, and the sections, for
-// every point).
-struct ScenarioText {
-  std::string json;  // canonical.dump()
-  std::string hash;  // scenario_hash(canonical)
+// A JSON object serialised once (compact, keys sorted), with where each top-level
+// value lies in the text.
+struct JsonText {
+  std::string json;
   // The dump of one top-level value (a view into `json`); empty when absent.
   std::string_view section(std::string_view key) const;
   std::vector<std::pair<std::string, std::pair<std::size_t, std::size_t>>> spans;  // key -> [begin, end) in json
 };
+// A tree's dump() and spans.
+JsonText json_text(const nlohmann::json& object);
+// Text written by a JsonWriter, with the members its last end_object() gave.
+JsonText json_text(std::string json, const std::vector<JsonWriter::Member>& members);
+
+// A canonical scenario serialised once: its dump() and its scenario_hash(), assembled
+// from one dump of each top-level value (a sweep needs both, and the sections, for
+// every point).
+struct ScenarioText : JsonText {
+  std::string hash;  // scenario_hash(canonical)
+};
 ScenarioText scenario_text(const nlohmann::json& canonical);
+// The same bytes written from the typed scenario (write_json), without a tree.
+ScenarioText scenario_text(const Scenario& s);
 
 // One run as the columns it is stored in, every document already serialised. A sweep's
 // workers build it, so that the single writer (a thread, or MPI rank 0 receiving it as
@@ -94,6 +108,18 @@ struct RunRow {
 // `hardware_provenance_json` the hardware's provenance (the same for every point).
 RunRow run_row(const RunRecord& r);
 RunRow run_row(const RunRecord& r, ScenarioText text, const std::string* hardware_provenance_json = nullptr);
+// What a row reads from the scenario and the result, already serialised: a sweep writes
+// both documents straight to text (no trees). The headline figures, `fits` and the plan
+// (the result's "plan", else the scenario's) are read from the result's text.
+struct RunDocuments {
+  ScenarioText scenario;
+  std::string scenario_name, model_family, gpu;
+  std::int64_t gpus = 0;
+  JsonText result;
+};
+RunDocuments run_documents(const Scenario& s, ScenarioText scenario, JsonText result);
+// The row of `r` (method, hardware, provenance, sweep point; its trees are not read) and `docs`.
+RunRow run_row(const RunRecord& r, RunDocuments docs, const std::string* hardware_provenance_json = nullptr);
 
 struct MeasuredRecord {
   std::string name, source, file;

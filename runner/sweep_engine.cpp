@@ -34,7 +34,7 @@ bool rederives(const SweepSpec& spec, const results::Database::DonePoint& d) {
   if (d.failed) return failure_key(p) == d.key;
   Diagnostics diag(spec.file);
   const Scenario s = parse_scenario(p.doc, diag);
-  return diag.ok() && results::scenario_text(to_json(s)).hash == d.key;
+  return diag.ok() && results::scenario_text(s).hash == d.key;
 }
 
 }  // namespace
@@ -79,6 +79,18 @@ const std::string& EstimatorCache::provenance_json(const results::HardwareRecord
   return text;
 }
 
+const std::string& EstimatorCache::tool_json(const std::string& method, const Estimator& est) {
+  const auto& gpu = est.cluster().gpu;
+  auto& text = tool_[method + '\n' + gpu.name + '\n' + gpu.status];
+  if (text.empty()) {
+    nlohmann::json tool = runner::tool_json(method);
+    tool["gpu_profile"] = gpu.name;
+    tool["gpu_profile_status"] = gpu.status;
+    text = results::dump(tool);
+  }
+  return text;
+}
+
 Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, EstimatorCache& cache) {
   Outcome o;
   o.index = index;
@@ -100,8 +112,9 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
     return failed(std::move(error), Outcome::Kind::failed);
   };
   if (!diag.ok()) return invalid(join_problems(diag.problems()));
-  nlohmann::json canonical = to_json(s);
-  results::ScenarioText text = results::scenario_text(canonical);
+  // Both documents are written straight to text: trees built only to be dumped were
+  // about 40% of a point (results/README.md, benchmark).
+  results::ScenarioText text = results::scenario_text(s);
   o.key = text.hash;
   if (done.count(o.key)) {
     o.kind = Outcome::Kind::already_done;
@@ -110,7 +123,8 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
   try {
     // A point whose plan is {"search": ...} or {"file": ...} is resolved first (the
     // estimator alone would evaluate the default knobs).
-    nlohmann::json result;
+    nlohmann::json result;  // simulated: the result as a tree
+    results::JsonText result_text;
     if (spec.method == "simulated") {
       // What `simulate --db` stores (cli/cmd_simulate.cpp); the replay runs in a forked
       // child, so a crash of one point is recorded as its failure.
@@ -120,17 +134,27 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
       result["tool"]["simgrid_version"] = sim::simgrid_version();
       result["tool"]["network_model"] = r.simulator["network_model"];
       result["tool"]["simgrid_config"] = r.simulator["network_model"];
+      result_text = results::json_text(result);
     } else {
       const Estimator& est = cache.get(s, text);
-      result = to_json(s.plan.searched() ? predict_scenario(s) : est.estimate(s.plan));
-      result["tool"] = tool_json(spec.method);
-      result["tool"]["gpu_profile"] = est.cluster().gpu.name;
-      result["tool"]["gpu_profile_status"] = est.cluster().gpu.status;
+      const Prediction prediction = s.plan.searched() ? predict_scenario(s) : est.estimate(s.plan);
+      std::string json;
+      std::vector<JsonWriter::Member> members;
+      JsonWriter w(json);
+      w.begin_object();
+      write_members(w, prediction);
+      w.key("tool");
+      w.raw(cache.tool_json(spec.method, est));
+      w.end_object(&members);
+      result_text = results::json_text(std::move(json), members);
     }
-    results::RunRecord record = make_run_record(s, std::move(canonical), std::move(result), spec.method);
+    // The record carries what the row takes besides the documents (hardware, provenance
+    // read from the result tree's "tool" when simulated, the point).
+    results::RunRecord record = make_run_record(s, nlohmann::json(), std::move(result), spec.method);
     record.point_index = static_cast<std::int64_t>(index);
     record.axes = p.axes;
-    o.row = results::run_row(record, std::move(text), &cache.provenance_json(record.hardware));
+    o.row = results::run_row(record, results::run_documents(s, std::move(text), std::move(result_text)),
+                             &cache.provenance_json(record.hardware));
     o.kind = Outcome::Kind::stored;
   } catch (const InputError& e) {
     return invalid(e.what());

@@ -43,10 +43,13 @@ class EstimatorCache {
   const Estimator& get(const Scenario& s, const results::ScenarioText& text);
   // The hardware profile's provenance, serialised once per profile.
   const std::string& provenance_json(const results::HardwareRecord& h);
+  // The analytical result's "tool" object, serialised once per method and profile.
+  const std::string& tool_json(const std::string& method, const Estimator& est);
 
  private:
   std::map<std::string, std::unique_ptr<Estimator>, std::less<>> cache_;
   std::map<std::string, std::pair<nlohmann::json, std::string>, std::less<>> provenance_;
+  std::map<std::string, std::string, std::less<>> tool_;
 };
 
 // Keys of the points already stored or recorded as failed (Database::done_points).

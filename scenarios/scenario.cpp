@@ -656,135 +656,154 @@ Scenario default_scenario() {
   return s;
 }
 
-nlohmann::json to_json(const Scenario& s) {
-  // Objects are filled with emplace and sections moved into place, not written as
-  // initializer lists, which nlohmann turns into two-element arrays copied into the
-  // object (about three allocations per key, nested sections deep-copied): a sweep
-  // serialises one scenario per point. The tree is the same (keys stay sorted).
-  using nlohmann::json;
+void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member>* sections) {
+  // Members are written in the order that reads best; the writer sorts each object.
   const auto& m = s.model;
-  json model = json::object();
-  model.emplace("family", to_string(m.family));
+  w.begin_object();
+  w.member("name", s.name);
+  w.key("model");
+  w.begin_object();
+  w.member("family", to_string(m.family));
   if (m.family == ModelFamily::wresnet) {
-    model.emplace("depth", m.depth);
-    model.emplace("channels", m.channels);
-    model.emplace("width", m.width);
-    model.emplace("image_size", m.image_size);
-    model.emplace("classes", m.classes);
+    w.member("channels", m.channels);
+    w.member("classes", m.classes);
+    w.member("depth", m.depth);
+    w.member("image_size", m.image_size);
+    w.member("width", m.width);
     // Only when not the default, so that earlier scenarios keep their hashes.
-    if (m.bottleneck != BottleneckStyle::torchvision) model["bottleneck"] = enum_name(bottleneck_names, m.bottleneck);
+    if (m.bottleneck != BottleneckStyle::torchvision) w.member("bottleneck", enum_name(bottleneck_names, m.bottleneck));
   } else {
-    model.emplace("hidden", m.hidden);
-    model.emplace("layers", m.layers);
-    model.emplace("heads", m.heads);
-    model.emplace("kv_heads", m.kv_heads);
-    model.emplace("seq_len", m.seq_len);
-    model.emplace("vocab", m.vocab);
-    model.emplace("ffn_hidden", m.ffn_hidden);
-    model.emplace("attention", to_string(m.attention));
-    model.emplace("dropout", m.dropout);
-    model.emplace("tie_embeddings", m.tie_embeddings);
+    w.member("attention", to_string(m.attention));
+    w.member("dropout", m.dropout);
+    w.member("ffn_hidden", m.ffn_hidden);
+    w.member("heads", m.heads);
+    w.member("hidden", m.hidden);
+    w.member("kv_heads", m.kv_heads);
+    w.member("layers", m.layers);
+    w.member("seq_len", m.seq_len);
+    w.member("tie_embeddings", m.tie_embeddings);
+    w.member("vocab", m.vocab);
     if (m.has_experts()) {
-      model.emplace("experts", m.experts);
-      model.emplace("top_k", m.top_k);
-      model.emplace("moe_every", m.moe_every);
-      model.emplace("capacity_factor", m.capacity_factor);
+      w.member("capacity_factor", m.capacity_factor);
+      w.member("experts", m.experts);
+      w.member("moe_every", m.moe_every);
+      w.member("top_k", m.top_k);
     }
     if (m.family == ModelFamily::llama_moe) {
-      model.emplace("expert_ffn_hidden", m.expert_ffn_hidden);
-      model.emplace("shared_experts", m.shared_experts);
-      model.emplace("first_dense_layers", m.first_dense_layers);
-      model.emplace("max_nodes_per_token", m.max_nodes_per_token);
-      model.emplace("mtp_modules", m.mtp_modules);
-      if (m.mla)
-        model["mla"] = json{{"q_lora_rank", m.mla->q_lora_rank}, {"kv_lora_rank", m.mla->kv_lora_rank},
-                            {"qk_nope_head_dim", m.mla->qk_nope_head_dim}, {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
-                            {"v_head_dim", m.mla->v_head_dim}};
+      w.member("expert_ffn_hidden", m.expert_ffn_hidden);
+      w.member("first_dense_layers", m.first_dense_layers);
+      w.member("max_nodes_per_token", m.max_nodes_per_token);
+      w.member("mtp_modules", m.mtp_modules);
+      w.member("shared_experts", m.shared_experts);
+      if (m.mla) {
+        w.key("mla");
+        w.begin_object();
+        w.member("kv_lora_rank", m.mla->kv_lora_rank);
+        w.member("q_lora_rank", m.mla->q_lora_rank);
+        w.member("qk_nope_head_dim", m.mla->qk_nope_head_dim);
+        w.member("qk_rope_head_dim", m.mla->qk_rope_head_dim);
+        w.member("v_head_dim", m.mla->v_head_dim);
+        w.end_object();
+      }
     }
   }
-  json training = json::object();
-  training.emplace("global_batch", s.training.global_batch);
-  training.emplace("micro_batch", s.training.micro_batch);
-  training.emplace("precision", to_string(s.training.precision));
-  training.emplace("optimizer", to_string(s.training.optimizer));
-  training.emplace("recompute", to_string(s.training.recompute));
+  w.end_object();
+  w.key("training");
+  w.begin_object();
+  w.member("global_batch", s.training.global_batch);
+  w.member("micro_batch", s.training.micro_batch);
+  w.member("optimizer", to_string(s.training.optimizer));
+  w.member("precision", to_string(s.training.precision));
+  w.member("recompute", to_string(s.training.recompute));
   // Only a framework written in the file: scenarios without one keep their canonical form (and hash).
   if (s.training.framework.given) {
     const FrameworkSpec& f = s.training.framework;
-    json fw = json::object();
-    fw.emplace("name", to_string(f.name));
+    w.key("framework");
+    w.begin_object();
+    w.member("name", to_string(f.name));
     if (f.name == Framework::pytorch_ddp) {
-      fw.emplace("bucket_cap", si(f.bucket_cap_bytes, "B"));
-      fw.emplace("gradient_as_bucket_view", f.gradient_as_bucket_view);
+      w.member("bucket_cap", si(f.bucket_cap_bytes, "B"));
+      w.member("gradient_as_bucket_view", f.gradient_as_bucket_view);
     }
     if (f.name == Framework::pytorch_fsdp) {
-      fw["version"] = f.fsdp_version;
-      if (f.param_dtype) fw["param_dtype"] = to_string(*f.param_dtype);
-      if (f.reduce_dtype) fw["reduce_dtype"] = to_string(*f.reduce_dtype);
-      if (f.sharding) fw["sharding"] = to_string(*f.sharding);
-      if (f.shard_size > 0) fw["shard_size"] = f.shard_size;
+      w.member("version", f.fsdp_version);
+      if (f.param_dtype) w.member("param_dtype", to_string(*f.param_dtype));
+      if (f.sharding) w.member("sharding", to_string(*f.sharding));
+      if (f.shard_size > 0) w.member("shard_size", f.shard_size);
     }
-    if (megatron_family(f.name) && f.reduce_dtype) fw["reduce_dtype"] = to_string(*f.reduce_dtype);
-    training["framework"] = std::move(fw);
+    if ((f.name == Framework::pytorch_fsdp || megatron_family(f.name)) && f.reduce_dtype)
+      w.member("reduce_dtype", to_string(*f.reduce_dtype));
+    w.end_object();
   }
-  json intra = json::object();
-  intra.emplace("fabric", to_string(s.cluster.intra_node.fabric));
-  if (s.cluster.intra_node.bandwidth) intra["bandwidth"] = si(*s.cluster.intra_node.bandwidth, "Bps");
-  if (s.cluster.intra_node.latency) intra["latency"] = si(*s.cluster.intra_node.latency, "s");
-  json cluster = json::object();
-  cluster.emplace("gpu", s.cluster.gpu);
-  cluster.emplace("nodes", s.cluster.nodes);
-  cluster.emplace("gpus_per_node", s.cluster.gpus_per_node);
-  cluster.emplace("intra_node", std::move(intra));
+  w.end_object();
+  w.key("cluster");
+  w.begin_object();
+  w.member("gpu", s.cluster.gpu);
+  w.member("gpus_per_node", s.cluster.gpus_per_node);
+  w.member("nodes", s.cluster.nodes);
+  w.key("intra_node");
+  w.begin_object();
+  w.member("fabric", to_string(s.cluster.intra_node.fabric));
+  if (s.cluster.intra_node.bandwidth) w.member("bandwidth", si(*s.cluster.intra_node.bandwidth, "Bps"));
+  if (s.cluster.intra_node.latency) w.member("latency", si(*s.cluster.intra_node.latency, "s"));
+  w.end_object();
   if (s.cluster.inter_node) {
     const auto& n = *s.cluster.inter_node;
-    json inter = json::object();
-    inter.emplace("topology", to_string(n.topology));
-    inter.emplace("nics_per_node", n.nics_per_node);
-    inter.emplace("nic_bandwidth", si(n.nic_bandwidth, "Bps"));
-    inter.emplace("latency", si(n.latency, "s"));
-    inter.emplace("oversubscription", n.oversubscription);
-    cluster["inter_node"] = std::move(inter);
+    w.key("inter_node");
+    w.begin_object();
+    w.member("latency", si(n.latency, "s"));
+    w.member("nic_bandwidth", si(n.nic_bandwidth, "Bps"));
+    w.member("nics_per_node", n.nics_per_node);
+    w.member("oversubscription", n.oversubscription);
+    w.member("topology", to_string(n.topology));
+    w.end_object();
   }
+  w.end_object();
   const auto& p = s.plan;
-  json plan = json::object();
+  w.key("plan");
+  w.begin_object();
   if (!p.file.empty()) {
-    plan.emplace("file", p.file);
+    w.member("file", p.file);
   } else if (!p.search.empty()) {
-    plan.emplace("search", p.search);
+    w.member("search", p.search);
   } else {
-    plan.emplace("dp", p.dp);
-    plan.emplace("tp", p.tp);
-    plan.emplace("pp", p.pp);
-    plan.emplace("ep", p.ep);
-    plan.emplace("schedule", to_string(p.schedule));
-    plan.emplace("virtual_stages", p.virtual_stages);
-    plan.emplace("zero", p.zero);
-    plan.emplace("sequence_parallel", p.sequence_parallel);
-    plan.emplace("overlap_grad_reduce", p.overlap_grad_reduce);
-    if (p.microbatch_group_size > 0) plan.emplace("microbatch_group_size", p.microbatch_group_size);
+    w.member("dp", p.dp);
+    w.member("ep", p.ep);
+    w.member("overlap_grad_reduce", p.overlap_grad_reduce);
+    w.member("pp", p.pp);
+    w.member("schedule", to_string(p.schedule));
+    w.member("sequence_parallel", p.sequence_parallel);
+    w.member("tp", p.tp);
+    w.member("virtual_stages", p.virtual_stages);
+    w.member("zero", p.zero);
+    if (p.microbatch_group_size > 0) w.member("microbatch_group_size", p.microbatch_group_size);
     // Written only with context parallelism: the canonical form (and hash) of other scenarios is unchanged.
     if (p.cp > 1) {
-      plan.emplace("cp", p.cp);
-      plan.emplace("cp_algorithm", to_string(p.cp_algorithm));
+      w.member("cp", p.cp);
+      w.member("cp_algorithm", to_string(p.cp_algorithm));
     }
     // Written only when not even, so that the canonical form (and hash) of existing scenarios is unchanged.
-    if (p.layers_per_stage.kind == StageSplit::lighten_ends) plan.emplace("layers_per_stage", "lighten-ends");
-    if (p.layers_per_stage.kind == StageSplit::listed) plan.emplace("layers_per_stage", p.layers_per_stage.layers);
+    if (p.layers_per_stage.kind == StageSplit::lighten_ends) w.member("layers_per_stage", "lighten-ends");
+    if (p.layers_per_stage.kind == StageSplit::listed) w.member("layers_per_stage", p.layers_per_stage.layers);
   }
-  json sim = json::object();
-  sim.emplace("collectives", s.simulation.collectives);
-  sim.emplace("seed", s.simulation.seed);
-  if (!s.simulation.platform.empty()) sim["platform"] = s.simulation.platform;
-  json out = json::object();
-  out.emplace("name", s.name);
-  out.emplace("model", std::move(model));
-  out.emplace("training", std::move(training));
-  out.emplace("cluster", std::move(cluster));
-  out.emplace("plan", std::move(plan));
-  out.emplace("simulation", std::move(sim));
-  if (!s.description.empty()) out["description"] = s.description;
-  return out;  // nlohmann::json objects keep keys sorted: the dump is canonical
+  w.end_object();
+  w.key("simulation");
+  w.begin_object();
+  w.member("collectives", s.simulation.collectives);
+  w.member("seed", s.simulation.seed);
+  if (!s.simulation.platform.empty()) w.member("platform", s.simulation.platform);
+  w.end_object();
+  if (!s.description.empty()) w.member("description", s.description);
+  w.end_object(sections);
 }
+
+std::string to_json_text(const Scenario& s) {
+  std::string out;
+  JsonWriter w(out);
+  write_json(w, s);
+  return out;
+}
+
+nlohmann::json to_json(const Scenario& s) { return nlohmann::json::parse(to_json_text(s)); }
 
 }  // namespace clustersim

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "scenarios/diagnostics.hpp"
+#include "scenarios/json_writer.hpp"
 #include "scenarios/units.hpp"
 
 namespace clustersim {
@@ -248,7 +249,11 @@ Scenario default_scenario();
 std::string_view default_scenario_text();
 
 // Canonical JSON: every default filled in, quantities in SI with their unit, keys
-// sorted. Parsing it again gives the same scenario.
+// sorted. Parsing it again gives the same scenario. write_json is its one serialiser
+// (`sections`, when given, receives the top-level members' spans); to_json_text is its
+// compact text, byte for byte nlohmann's dump() of to_json, which is parsed from it.
+void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member>* sections = nullptr);
+std::string to_json_text(const Scenario& s);
 nlohmann::json to_json(const Scenario& s);
 
 }  // namespace clustersim

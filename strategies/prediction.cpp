@@ -29,19 +29,14 @@ void Prediction::finish(const Workload& w) {
 }
 
 namespace {
-// Objects are filled with emplace rather than written as initializer lists: nlohmann
-// builds each {"key", value} of a list as a two-element array and then copies key and
-// value into the object (nested objects deep-copied), about three allocations per key
-// where one does. A sweep serialises one prediction per point (results/README.md,
-// benchmark). The tree, and so its dump, is the same: objects keep their keys sorted.
-nlohmann::json memory_json(const MemoryBreakdown& m) {
-  nlohmann::json j = nlohmann::json::object();
-  j.emplace("weights_bytes", m.weights);
-  j.emplace("gradients_bytes", m.gradients);
-  j.emplace("optimizer_states_bytes", m.optimizer_states);
-  j.emplace("activations_bytes", m.activations);
-  j.emplace("temporary_bytes", m.temporary);
-  return j;
+void write_memory(JsonWriter& w, const MemoryBreakdown& m) {
+  w.begin_object();
+  w.member("activations_bytes", m.activations);
+  w.member("gradients_bytes", m.gradients);
+  w.member("optimizer_states_bytes", m.optimizer_states);
+  w.member("temporary_bytes", m.temporary);
+  w.member("weights_bytes", m.weights);
+  w.end_object();
 }
 MemoryBreakdown memory_from(const nlohmann::json& j) {
   MemoryBreakdown m;
@@ -54,65 +49,80 @@ MemoryBreakdown memory_from(const nlohmann::json& j) {
 }
 }  // namespace
 
-nlohmann::json to_json(const Prediction& e) {
-  using nlohmann::json;
+void write_members(JsonWriter& w, const Prediction& e) {
+  // In key order, which the writer then need not restore.
   const auto& b = e.breakdown;
-  json stages = json::array();
+  w.key("breakdown");
+  w.begin_object();
+  w.member("bubble_s", b.bubble);
+  w.member("compute_backward_s", b.compute_backward);
+  w.member("compute_forward_s", b.compute_forward);
+  w.member("compute_recompute_s", b.compute_recompute);
+  w.member("cp_comm_exposed_s", b.cp_comm_exposed);
+  w.member("dp_comm_exposed_s", b.dp_comm_exposed);
+  w.member("ep_comm_exposed_s", b.ep_comm_exposed);
+  w.member("host_bound_s", b.host_bound);
+  w.member("optimizer_s", b.optimizer);
+  w.member("pp_comm_exposed_s", b.pp_comm_exposed);
+  w.member("tp_comm_exposed_s", b.tp_comm_exposed);
+  w.end_object();
+  w.member("fits", e.fits);
+  w.member("hardware_flops_per_iteration", e.hardware_flops);
+  w.key("interval");
+  write_json(w, e.interval);
+  w.member("iteration_time_s", e.iteration_time);
+  w.key("memory");
+  write_memory(w, e.memory);
+  w.member("memory_capacity_bytes", e.memory_capacity);
+  w.member("memory_per_gpu_bytes", e.memory_per_gpu);
+  w.member("method", e.method);
+  w.member("mfu", e.mfu);
+  w.member("micro_batches", e.micro_batches);
+  w.member("model_flops_per_iteration", e.model_flops);
+  w.member("model_tflops_per_gpu", e.model_tflops_per_gpu);
+  w.member("overflow_bytes", e.overflow);
+  w.member("parameters", e.parameters);
+  w.member("samples_per_s", e.samples_per_s);
+  w.key("stages");
+  w.begin_array();
   for (const auto& s : e.stages) {
-    json& st = stages.emplace_back(json::object());
-    st.emplace("first_layer", s.first_layer);
-    st.emplace("layers", s.layers);
-    st.emplace("forward_s", s.forward);
-    st.emplace("backward_s", s.backward);
-    st.emplace("recompute_s", s.recompute);
-    st.emplace("tp_comm_s", s.tp_comm);
-    st.emplace("ep_comm_s", s.ep_comm);
-    st.emplace("cp_comm_s", s.cp_comm);
-    st.emplace("p2p_s", s.p2p);
-    st.emplace("zero3_gather_s", s.zero3_gather);
-    st.emplace("per_micro_batch_s", s.per_micro_batch());
-    st.emplace("dp_exposed_s", s.dp_exposed);
-    st.emplace("optimizer_s", s.optimizer);
-    st.emplace("host_per_micro_batch_s", s.host);
-    st.emplace("host_forward_per_micro_batch_s", s.host_forward);
-    st.emplace("params_per_gpu", s.params_per_gpu);
-    st.emplace("memory_bytes", s.memory.total());
-    st.emplace("memory", memory_json(s.memory));
+    w.begin_object();
+    w.member("backward_s", s.backward);
+    w.member("cp_comm_s", s.cp_comm);
+    w.member("dp_exposed_s", s.dp_exposed);
+    w.member("ep_comm_s", s.ep_comm);
+    w.member("first_layer", s.first_layer);
+    w.member("forward_s", s.forward);
+    w.member("host_forward_per_micro_batch_s", s.host_forward);
+    w.member("host_per_micro_batch_s", s.host);
+    w.member("layers", s.layers);
+    w.key("memory");
+    write_memory(w, s.memory);
+    w.member("memory_bytes", s.memory.total());
+    w.member("optimizer_s", s.optimizer);
+    w.member("p2p_s", s.p2p);
+    w.member("params_per_gpu", s.params_per_gpu);
+    w.member("per_micro_batch_s", s.per_micro_batch());
+    w.member("recompute_s", s.recompute);
+    w.member("tp_comm_s", s.tp_comm);
+    w.member("zero3_gather_s", s.zero3_gather);
+    w.end_object();
   }
-  json breakdown = json::object();
-  breakdown.emplace("compute_forward_s", b.compute_forward);
-  breakdown.emplace("compute_backward_s", b.compute_backward);
-  breakdown.emplace("compute_recompute_s", b.compute_recompute);
-  breakdown.emplace("tp_comm_exposed_s", b.tp_comm_exposed);
-  breakdown.emplace("ep_comm_exposed_s", b.ep_comm_exposed);
-  breakdown.emplace("cp_comm_exposed_s", b.cp_comm_exposed);
-  breakdown.emplace("pp_comm_exposed_s", b.pp_comm_exposed);
-  breakdown.emplace("bubble_s", b.bubble);
-  breakdown.emplace("dp_comm_exposed_s", b.dp_comm_exposed);
-  breakdown.emplace("optimizer_s", b.optimizer);
-  breakdown.emplace("host_bound_s", b.host_bound);
-  json out = json::object();
-  out.emplace("method", e.method);
-  out.emplace("iteration_time_s", e.iteration_time);
-  out.emplace("tokens_per_s", e.tokens_per_s);
-  out.emplace("samples_per_s", e.samples_per_s);
-  out.emplace("tflops_per_gpu", e.tflops_per_gpu);
-  out.emplace("model_tflops_per_gpu", e.model_tflops_per_gpu);
-  out.emplace("mfu", e.mfu);
-  out.emplace("memory_per_gpu_bytes", e.memory_per_gpu);
-  out.emplace("memory_capacity_bytes", e.memory_capacity);
-  out.emplace("fits", e.fits);
-  out.emplace("overflow_bytes", e.overflow);
-  out.emplace("micro_batches", e.micro_batches);
-  out.emplace("parameters", e.parameters);
-  out.emplace("hardware_flops_per_iteration", e.hardware_flops);
-  out.emplace("model_flops_per_iteration", e.model_flops);
-  out.emplace("breakdown", std::move(breakdown));
-  out.emplace("memory", memory_json(e.memory));
-  out.emplace("stages", std::move(stages));
-  out.emplace("interval", to_json(e.interval));
+  w.end_array();
+  w.member("tflops_per_gpu", e.tflops_per_gpu);
+  w.member("tokens_per_s", e.tokens_per_s);
+}
+
+std::string to_json_text(const Prediction& p) {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object();
+  write_members(w, p);
+  w.end_object();
   return out;
 }
+
+nlohmann::json to_json(const Prediction& p) { return nlohmann::json::parse(to_json_text(p)); }
 
 Prediction prediction_from_json(const nlohmann::json& j) {
   Prediction e;

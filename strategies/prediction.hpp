@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "scenarios/json_writer.hpp"
 #include "scenarios/units.hpp"
 #include "strategies/uncertainty.hpp"
 
@@ -81,6 +82,11 @@ struct Prediction {
   Workload workload;  // what finish() used (not serialised)
 };
 
+// The prediction's members, written into the open object of `w` (a caller adds its own,
+// such as the sweep's "tool"): the one serialiser of a Prediction. to_json_text is the
+// object alone, byte for byte nlohmann's dump() of to_json, which is parsed from it.
+void write_members(JsonWriter& w, const Prediction& p);
+std::string to_json_text(const Prediction& p);
 nlohmann::json to_json(const Prediction& p);
 // Reads what to_json wrote (the simulator's child process sends it this way).
 Prediction prediction_from_json(const nlohmann::json& j);

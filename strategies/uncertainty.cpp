@@ -104,16 +104,22 @@ Interval prediction_interval(Seconds predicted, const Regime& regime, const Unce
   return i;
 }
 
+void write_json(JsonWriter& w, const Interval& i) {
+  w.begin_object();
+  w.member("basis", i.basis);
+  w.member("confidence", i.confidence);
+  w.member("high_s", i.high);
+  w.member("low_s", i.low);
+  w.member("regime", i.regime);
+  w.member("samples", i.samples);
+  w.end_object();
+}
+
 nlohmann::json to_json(const Interval& i) {
-  // emplace, not an initializer list: one prediction per sweep point (strategies/prediction.cpp)
-  nlohmann::json j = nlohmann::json::object();
-  j.emplace("low_s", i.low);
-  j.emplace("high_s", i.high);
-  j.emplace("confidence", i.confidence);
-  j.emplace("samples", i.samples);
-  j.emplace("regime", i.regime);
-  j.emplace("basis", i.basis);
-  return j;
+  std::string out;
+  JsonWriter w(out);
+  write_json(w, i);
+  return nlohmann::json::parse(out);
 }
 
 }  // namespace clustersim

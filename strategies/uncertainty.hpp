@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "scenarios/json_writer.hpp"
 #include "scenarios/units.hpp"
 
 namespace clustersim {
@@ -61,6 +62,7 @@ constexpr int kMinSamples = 8;
 constexpr double kTargetConfidence = 0.9;
 Interval prediction_interval(Seconds predicted, const Regime& regime, const UncertaintyTable& table,
                              double target = kTargetConfidence);
+void write_json(JsonWriter& w, const Interval& i);  // the one serialiser; to_json parses it
 nlohmann::json to_json(const Interval& i);
 
 }  // namespace clustersim
