@@ -418,10 +418,35 @@ struct Replay::Impl {
   void run_pass(Group& g, const std::vector<Segment>& pass, std::int64_t mb, std::int64_t first_gather,
                 const std::function<void(const Segment&)>& after, int lane = 0) {
     std::int64_t gather = first_gather;
+    sg4::ActorPtr copy;  // activation offload: the host copy in flight on the copy engine
     for (const auto& seg : pass) {
       if (first_gather >= 0 && seg.gather_params > 0) wait_gather(g, gather++);
+      const bool forward = seg.work == Work::forward;
+      if (!forward) offload_markers(g, seg, mb, false, copy);
       run_segment(g, seg, mb, lane);
+      if (forward) offload_markers(g, seg, mb, true, copy);
       if (after) after(seg);
+    }
+    if (copy) copy->join();
+  }
+
+  // Activation offload: wait for the copy in flight, then start the segment's copy (D2H in
+  // forward, the prefetch H2D in backward) beside the compute that follows. A GPU's copy
+  // engine serves one copy at a time and the rule waits for each before the next starts,
+  // so a copy is a delay at the calibrated pinned rate rather than a flow: the PCIe link
+  // to the host is the GPU's own.
+  void offload_markers(Group& g, const Segment& seg, std::int64_t mb, bool forward, sg4::ActorPtr& copy) {
+    if (seg.offload_wait && copy) {
+      const double t0 = now();
+      copy->join();
+      copy = nullptr;
+      (forward ? g.st.offload_forward : g.st.offload_backward) += now() - t0;
+      slice(g, Stream::compute, fmt::format("waiting for offload {} mb{}", forward ? "D2H" : "H2D", mb), t0, now());
+    }
+    if (seg.offload_copy > 0) {
+      const Seconds t = seg.offload_copy;
+      copy = sg4::Actor::create(fmt::format("stage{}-replica{}-offload", g.stage, g.replica), sg4::this_actor::get_host(),
+                                [t] { sg4::this_actor::sleep_for(t); });
     }
   }
 

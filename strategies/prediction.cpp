@@ -6,7 +6,7 @@ namespace clustersim {
 
 Seconds TimeBreakdown::total() const {
   return compute_forward + compute_backward + compute_recompute + tp_comm_exposed + ep_comm_exposed + cp_comm_exposed +
-         pp_comm_exposed + bubble + dp_comm_exposed + optimizer + host_bound;
+         pp_comm_exposed + offload_exposed + bubble + dp_comm_exposed + optimizer + host_bound;
 }
 
 void Prediction::finish(const Workload& w) {
@@ -70,6 +70,8 @@ nlohmann::json to_json(const Prediction& e) {
     st.emplace("cp_comm_s", s.cp_comm);
     st.emplace("p2p_s", s.p2p);
     st.emplace("zero3_gather_s", s.zero3_gather);
+    st.emplace("offload_forward_s", s.offload_forward);
+    st.emplace("offload_backward_s", s.offload_backward);
     st.emplace("per_micro_batch_s", s.per_micro_batch());
     st.emplace("dp_exposed_s", s.dp_exposed);
     st.emplace("optimizer_s", s.optimizer);
@@ -87,6 +89,7 @@ nlohmann::json to_json(const Prediction& e) {
   breakdown.emplace("ep_comm_exposed_s", b.ep_comm_exposed);
   breakdown.emplace("cp_comm_exposed_s", b.cp_comm_exposed);
   breakdown.emplace("pp_comm_exposed_s", b.pp_comm_exposed);
+  breakdown.emplace("offload_exposed_s", b.offload_exposed);
   breakdown.emplace("bubble_s", b.bubble);
   breakdown.emplace("dp_comm_exposed_s", b.dp_comm_exposed);
   breakdown.emplace("optimizer_s", b.optimizer);
@@ -140,6 +143,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
   bd.ep_comm_exposed = b.at("ep_comm_exposed_s").get<double>();
   bd.cp_comm_exposed = b.value("cp_comm_exposed_s", 0.0);  // absent before context parallelism
   bd.pp_comm_exposed = b.at("pp_comm_exposed_s").get<double>();
+  bd.offload_exposed = b.value("offload_exposed_s", 0.0);  // absent before activation offload
   bd.bubble = b.at("bubble_s").get<double>();
   bd.dp_comm_exposed = b.at("dp_comm_exposed_s").get<double>();
   bd.optimizer = b.at("optimizer_s").get<double>();
@@ -166,6 +170,8 @@ Prediction prediction_from_json(const nlohmann::json& j) {
     st.cp_comm = s.value("cp_comm_s", 0.0);
     st.p2p = s.at("p2p_s").get<double>();
     st.zero3_gather = s.at("zero3_gather_s").get<double>();
+    st.offload_forward = s.value("offload_forward_s", 0.0);
+    st.offload_backward = s.value("offload_backward_s", 0.0);
     st.dp_exposed = s.at("dp_exposed_s").get<double>();
     st.optimizer = s.at("optimizer_s").get<double>();
     st.host = s.at("host_per_micro_batch_s").get<double>();
