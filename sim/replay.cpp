@@ -103,9 +103,15 @@ struct Replay::Impl {
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
   i64 rank(i64 s, i64 d, i64 c, i64 t) const { return plan_rank(plan.dp, plan.tp, plan.cp, s, d, c, t); }
-  i64 gradient_ranks() const { return clustersim::gradient_ranks(plan.dp, plan.cp); }
+  i64 gradient_ranks() const { return clustersim::gradient_ranks(plan.dp, plan.cp, plan.schedule); }
+  // DualPipe: a rank holds stage s and stage p-1-s, and each stage's gradients are reduced
+  // over the dp replicas of both ranks (gradient_ranks). Each of the two ranks' groups
+  // reduces its own direction-0 stage, half of what it holds, over those 2 dp ranks, so
+  // the pair of reductions moves what the estimator's one reduction of all its parameters
+  // over 2 dp ranks moves.
   GradientSync sync(double params) const {
-    return gradient_sync(params, plan.precision, plan.zero, gradient_ranks(), plan.shard);
+    return gradient_sync(params / double(model_copies(plan.schedule)), plan.precision, plan.zero, gradient_ranks(),
+                         plan.shard);
   }
   // The tensor-parallel groups of a (stage, replica): one per context-parallel rank.
   std::vector<std::vector<i64>> tp_groups(const Group& g) const {
@@ -192,9 +198,13 @@ struct Replay::Impl {
       CollectiveCall across{Collective::all_reduce, replica_bytes, {}, label + " across shard groups"};
       for (i64 t = 0; t < plan.tp; ++t) {
         if (gradient) {
-          std::vector<i64> members;  // dp x cp, in rank order
+          std::vector<i64> members;  // dp x cp (x DualPipe's two stages of a rank), in rank order
           for (i64 d = first; d < first + count; ++d)
-            for (i64 c = 0; c < plan.cp; ++c) members.push_back(rank(g.stage, d, c, t));
+            for (i64 c = 0; c < plan.cp; ++c) {
+              members.push_back(rank(g.stage, d, c, t));
+              if (dual()) members.push_back(rank(plan.pp - 1 - g.stage, d, c, t));
+            }
+          std::sort(members.begin(), members.end());
           const i64 n = static_cast<i64>(members.size());
           const i64 shard = plan.shard > 0 && plan.shard < n ? plan.shard : n;
           for (i64 k = 0; k < n; k += shard) call.groups.emplace_back(members.begin() + k, members.begin() + k + shard);

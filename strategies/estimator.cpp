@@ -152,7 +152,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const double dp = double(plan.dp);
   // Gradients are reduced over dp x cp GPUs; ZeRO shards over them, or over HSDP's shard group.
   // DualPipe's two copies of a stage reduce their gradients together.
-  const i64 ranks = gradient_ranks(plan) * copies;
+  const i64 ranks = gradient_ranks(plan);
   const i64 shard = training_.framework.hybrid() ? shard_group_size(training_.framework, plan, groups.dp.per_node) : ranks;
   const HybridGroups hybrid = hybrid_groups(groups.dp, shard, cluster_.gpus_per_node);
   const Group& shard_group = shard < ranks ? hybrid.shard : dp_group;

@@ -31,8 +31,8 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64
   return s;
 }
 
-i64 gradient_ranks(i64 dp, i64 cp) { return dp * std::max<i64>(1, cp); }
-i64 gradient_ranks(const PlanSpec& p) { return gradient_ranks(p.dp, p.cp); }
+i64 gradient_ranks(i64 dp, i64 cp, Schedule schedule) { return dp * std::max<i64>(1, cp) * model_copies(schedule); }
+i64 gradient_ranks(const PlanSpec& p) { return gradient_ranks(p.dp, p.cp, p.schedule); }
 
 i64 shard_group_size(const FrameworkSpec& f, const PlanSpec& p, i64 dp_per_node) {
   const i64 ranks = gradient_ranks(p);
@@ -555,7 +555,9 @@ Seconds dualpipe_makespan(const std::vector<DualPipeChunk>& per_rank, i64 m, con
 PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p) {
   PlanGroups g;
   const i64 gpn = c.gpus_per_node;
-  const i64 cp = std::max<i64>(1, p.cp), ranks = gradient_ranks(p);
+  // The layout of one stage's replicas (DualPipe's second copy of a stage sits on another
+  // stage's GPUs: the estimator widens the group by model_copies where it reduces).
+  const i64 cp = std::max<i64>(1, p.cp), ranks = gradient_ranks(p.dp, p.cp);
   g.tp = {p.tp, std::min(p.tp, gpn)};
   // The gradient group: dp x cp ranks, tp apart (cp innermost), as many per node as fit.
   const i64 dp_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(ranks, gpn / p.tp));

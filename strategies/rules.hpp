@@ -53,9 +53,10 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std
 
 // The GPUs a plan's gradients are reduced over and its ZeRO shards span: Megatron-Core
 // reduces gradients (and shards its distributed optimizer) over the data- and context-
-// parallel ranks together, dp x cp (the cp GPUs hold the same weights).
+// parallel ranks together, dp x cp (the cp GPUs hold the same weights). DualPipe's two
+// copies of each stage (model_copies) reduce theirs together: dp x cp x 2.
 std::int64_t gradient_ranks(const PlanSpec& p);
-std::int64_t gradient_ranks(std::int64_t dp, std::int64_t cp);
+std::int64_t gradient_ranks(std::int64_t dp, std::int64_t cp, Schedule schedule = Schedule::one_f_one_b);
 // The ZeRO shard group of a plan: gradient_ranks, or under pytorch-fsdp's hybrid sharding
 // the framework's shard_size (default: the data-parallel GPUs of one node, `dp_per_node`).
 std::int64_t shard_group_size(const FrameworkSpec& f, const PlanSpec& p, std::int64_t dp_per_node);
