@@ -58,6 +58,12 @@ std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOpti
                                                                           Schedule::dualpipe}
                                                   : options.schedules;
           for (Schedule sc : order) {
+            // DualPipe by default only for MoE models (its pairs exist to hide the expert
+            // all-to-all) or a scenario that runs it: its makespan is an event walk over
+            // the schedule, and for dense models it would halve the space's plans per second.
+            if (sc == Schedule::dualpipe && options.schedules.empty() && base.model.experts == 0 &&
+                base.plan.schedule != Schedule::dualpipe)
+              continue;
             if (sc != Schedule::interleaved) {
               schedules.push_back({sc, 1});
             } else if (base.model.family != ModelFamily::wresnet && base.model.layers % pp == 0) {
