@@ -67,6 +67,7 @@ std::string format_report(const Scenario& s, const Estimator& est, const Predict
   row("tensor-parallel comm (exposed)", b.tp_comm_exposed);
   if (b.ep_comm_exposed > 0) row("expert all-to-all (exposed)", b.ep_comm_exposed);
   if (b.cp_comm_exposed > 0) row("context-parallel (exposed)", b.cp_comm_exposed);
+  if (b.offload_exposed > 0) row("activation offload (exposed)", b.offload_exposed);
   row("pipeline sends (exposed)", b.pp_comm_exposed);
   row("pipeline bubble", b.bubble);
   row("data-parallel comm (exposed)", b.dp_comm_exposed);

@@ -6,6 +6,7 @@
 //    data exceed L2 (smaller ones measure the cache, not HBM), eager PyTorch's access
 //    paths from their own measurements;
 //  - kernel overhead: the back-to-back launch gap.
+//  - host copies: pinned H2D and D2H bandwidth of cudaMemcpyAsync (activation offload).
 // Every `holdout_every`-th sample (in file order) is held back and predicted to report
 // the fit's error on shapes it did not see.
 #pragma once
@@ -41,6 +42,9 @@ struct Microbenchmarks {
   std::vector<GemmSample> gemm;
   std::vector<MemorySample> memory;
   Seconds launch_gap = 0;  // GPU time per back-to-back kernel launch
+  // Pinned host <-> GPU copies (the memcpy section): the best bandwidth over the copy
+  // sizes per direction; 0 when the file has none (the profile keeps its PCIe figure).
+  BytesPerSecond pinned_h2d = 0, pinned_d2h = 0;
   Bytes l2 = 0;
   std::string attention_file;  // optional: fused-attention timings (profile_step.py)
   std::vector<AttentionSample> attention;

@@ -195,8 +195,10 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     p.nvlink_latency = nr.quantity("latency", Dimension::time).value_or(0);
   }
   if (const auto* pc = r.object("pcie")) {
-    ObjectReader pr(*pc, "/pcie", diag, {"bandwidth"});
+    ObjectReader pr(*pc, "/pcie", diag, {"bandwidth", "pinned_h2d", "pinned_d2h"});
     p.pcie_bandwidth = pr.quantity("bandwidth", Dimension::bandwidth).value_or(0);
+    p.pinned_h2d = pr.quantity("pinned_h2d", Dimension::bandwidth, false).value_or(0);
+    p.pinned_d2h = pr.quantity("pinned_d2h", Dimension::bandwidth, false).value_or(0);
   }
   // A transferred profile takes its efficiency figures from its reference.
   if (const auto* eff = r.object("efficiency", !r.has("transfer"))) {
@@ -351,6 +353,9 @@ nlohmann::json to_json(const GpuProfile& p) {
   if (p.peak_bf16 > 0) peak["bf16"] = q(p.peak_bf16, "FLOPs");
   if (p.peak_fp8 > 0) peak["fp8"] = q(p.peak_fp8, "FLOPs");
   if (p.peak_fp4 > 0) peak["fp4"] = q(p.peak_fp4, "FLOPs");
+  json pcie{{"bandwidth", q(p.pcie_bandwidth, "Bps")}};
+  if (p.pinned_h2d > 0) pcie["pinned_h2d"] = q(p.pinned_h2d, "Bps");
+  if (p.pinned_d2h > 0) pcie["pinned_d2h"] = q(p.pinned_d2h, "Bps");
   const auto& e = p.efficiency;
   json doc{{"name", p.name},
            {"display_name", p.display_name},
@@ -361,7 +366,7 @@ nlohmann::json to_json(const GpuProfile& p) {
            {"memory", {{"capacity", q(p.memory_capacity, "B")}, {"bandwidth", q(p.memory_bandwidth, "Bps")},
                        {"reserved", q(p.memory_reserved, "B")}}},
            {"nvlink", {{"bandwidth", q(p.nvlink_bandwidth, "Bps")}, {"latency", q(p.nvlink_latency, "s")}}},
-           {"pcie", {{"bandwidth", q(p.pcie_bandwidth, "Bps")}}},
+           {"pcie", pcie},
            {"efficiency",
             {{"gemm_max", e.gemm_max}, {"gemm_k_half", e.gemm_k_half}, {"attention", e.attention}, {"memory", e.memory},
              {"memory_half_size", q(e.memory_half_size, "B")}, {"kernel_overhead", q(e.kernel_overhead, "s")},

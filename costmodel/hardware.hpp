@@ -186,6 +186,13 @@ struct GpuProfile {
   BytesPerSecond nvlink_bandwidth = 0;  // per GPU per direction
   Seconds nvlink_latency = 0;
   BytesPerSecond pcie_bandwidth = 0;  // per direction
+  // Copies between GPU memory and pinned host memory (cudaMemcpyAsync), per direction, as
+  // calibrated (calibrate fit: the microbenchmark's memcpy section); 0: pcie_bandwidth.
+  BytesPerSecond pinned_h2d = 0, pinned_d2h = 0;
+  BytesPerSecond host_copy_bandwidth(bool to_device) const {
+    const BytesPerSecond b = to_device ? pinned_h2d : pinned_d2h;
+    return b > 0 ? b : pcie_bandwidth;
+  }
   Efficiency efficiency;
   Calibration calibration;
   HostDispatch host;

@@ -37,7 +37,8 @@ ImportCount import_calibration_samples(const std::string& db_file, const Microbe
     } else {
       db.add_calibration_sample(hw, "launch",
                                 {{"gpu_name", data.gpu_name}, {"sms", data.sms}, {"l2_bytes", data.l2},
-                                 {"provenance", data.provenance}},
+                                 {"provenance", data.provenance}, {"pinned_h2d_Bps", data.pinned_h2d},
+                                 {"pinned_d2h_Bps", data.pinned_d2h}},
                                 data.launch_gap, profile.efficiency.kernel_overhead, bench);
       for (const auto& g : data.gemm)
         db.add_calibration_sample(hw, "gemm",
@@ -84,6 +85,9 @@ Microbenchmarks load_calibration_samples(const std::string& db_file, const std::
       data.l2 = shape.value("l2_bytes", 0.0);
       data.provenance = shape.value("provenance", nlohmann::json::object());
       data.launch_gap = t;
+      // The pinned host copies ride with the launch sample (one per file, as they are).
+      data.pinned_h2d = shape.value("pinned_h2d_Bps", 0.0);
+      data.pinned_d2h = shape.value("pinned_d2h_Bps", 0.0);
     } else if (kind == "gemm") {
       if (const auto dt = dtype_named(shape.value("dtype", "")))
         data.gemm.push_back({*dt, shape.value("batch", 1), shape.value("m", 0), shape.value("n", 0), shape.value("k", 0), t});

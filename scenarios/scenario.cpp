@@ -1,6 +1,7 @@
 // Scenario parsing: section by section with ObjectReader, then cross-field rules.
 #include "scenarios/scenario.hpp"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fmt/format.h>
@@ -237,13 +238,15 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
 }
 
 void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag) {
-  ObjectReader r(j, "/training", diag, {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "framework"});
+  ObjectReader r(j, "/training", diag, {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "framework",
+                                          "activation_offload_layers"});
   if (!r.valid()) return;
   assign(t.global_batch, r.integer("global_batch", 1, kMaxBatch));
   assign(t.micro_batch, r.integer("micro_batch", 1, kMaxDim));
   t.precision = read_enum(r, "precision", precision_names, false).value_or(Precision::mixed_bf16);
   t.optimizer = read_enum(r, "optimizer", optimizer_names, false).value_or(OptimizerKind::adam);
   t.recompute = read_enum(r, "recompute", recompute_names, false).value_or(Recompute::none);
+  assign(t.activation_offload_layers, r.integer("activation_offload_layers", 0, kMaxDim, false));
   parse_framework(r, t, diag);
   if (t.global_batch && t.micro_batch && t.global_batch % t.micro_batch != 0)
     diag.error("/training/micro_batch", fmt::format("global_batch ({}) must be divisible by micro_batch ({})",
@@ -506,6 +509,19 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
                      "needs at least one layer, got 0");
     }
   }
+  if (t.activation_offload_layers > 0 && blocks > 0 && vstages > 0 && !p.searched()) {
+    // Megatron-Core refuses to offload every layer of a chunk: the last one's backward
+    // follows its forward at once, and one layer must stay to overlap the copies with.
+    std::int64_t fewest = blocks / vstages;
+    if (split.kind == StageSplit::lighten_ends) fewest = (blocks + 2) / vstages - 1;
+    if (split.kind == StageSplit::listed && !split.layers.empty())
+      fewest = *std::min_element(split.layers.begin(), split.layers.end());
+    if (t.activation_offload_layers >= fewest)
+      diag.error("/training/activation_offload_layers",
+                 fmt::format("offloads the activations of {} layers per model chunk, but a chunk (of pp*virtual_stages "
+                             "= {}) holds as few as {} layers; keep at least one resident: at most {}",
+                             t.activation_offload_layers, vstages, fewest, std::max<std::int64_t>(0, fewest - 1)));
+  }
   if (transformer && m.layers) {
     if (m.layers < p.pp)
       diag.error("/plan/pp", fmt::format("layers ({}) must be at least pp ({}): every stage holds a layer", m.layers, p.pp));
@@ -715,6 +731,9 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
   w.member("optimizer", to_string(s.training.optimizer));
   w.member("precision", to_string(s.training.precision));
   w.member("recompute", to_string(s.training.recompute));
+  // Only when offloading: scenarios without it keep their canonical form (and hash).
+  if (s.training.activation_offload_layers > 0)
+    w.member("activation_offload_layers", s.training.activation_offload_layers);
   // Only a framework written in the file: scenarios without one keep their canonical form (and hash).
   if (s.training.framework.given) {
     const FrameworkSpec& f = s.training.framework;

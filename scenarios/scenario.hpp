@@ -149,6 +149,10 @@ struct TrainingSpec {
   OptimizerKind optimizer = OptimizerKind::adam;
   Recompute recompute = Recompute::none;
   FrameworkSpec framework;
+  // Activation offload (Megatron-Core's cpu_offloading_num_layers): the saved activations
+  // of the first N layers of every model chunk go to pinned host memory during forward and
+  // come back before their backward (strategies/rules.hpp activation_offload). 0: none.
+  std::int64_t activation_offload_layers = 0;
 };
 
 struct IntraNodeSpec {

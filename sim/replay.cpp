@@ -103,9 +103,15 @@ struct Replay::Impl {
   Impl(const ReplayPlan& p, Network& n, Trace* t) : plan(p), net(n), trace(t) {}
 
   i64 rank(i64 s, i64 d, i64 c, i64 t) const { return plan_rank(plan.dp, plan.tp, plan.cp, s, d, c, t); }
-  i64 gradient_ranks() const { return clustersim::gradient_ranks(plan.dp, plan.cp); }
+  i64 gradient_ranks() const { return clustersim::gradient_ranks(plan.dp, plan.cp, plan.schedule); }
+  // DualPipe: a rank holds stage s and stage p-1-s, and each stage's gradients are reduced
+  // over the dp replicas of both ranks (gradient_ranks). Each of the two ranks' groups
+  // reduces its own direction-0 stage, half of what it holds, over those 2 dp ranks, so
+  // the pair of reductions moves what the estimator's one reduction of all its parameters
+  // over 2 dp ranks moves.
   GradientSync sync(double params) const {
-    return gradient_sync(params, plan.precision, plan.zero, gradient_ranks(), plan.shard);
+    return gradient_sync(params / double(model_copies(plan.schedule)), plan.precision, plan.zero, gradient_ranks(),
+                         plan.shard);
   }
   // The tensor-parallel groups of a (stage, replica): one per context-parallel rank.
   std::vector<std::vector<i64>> tp_groups(const Group& g) const {
@@ -192,9 +198,13 @@ struct Replay::Impl {
       CollectiveCall across{Collective::all_reduce, replica_bytes, {}, label + " across shard groups"};
       for (i64 t = 0; t < plan.tp; ++t) {
         if (gradient) {
-          std::vector<i64> members;  // dp x cp, in rank order
+          std::vector<i64> members;  // dp x cp (x DualPipe's two stages of a rank), in rank order
           for (i64 d = first; d < first + count; ++d)
-            for (i64 c = 0; c < plan.cp; ++c) members.push_back(rank(g.stage, d, c, t));
+            for (i64 c = 0; c < plan.cp; ++c) {
+              members.push_back(rank(g.stage, d, c, t));
+              if (dual()) members.push_back(rank(plan.pp - 1 - g.stage, d, c, t));
+            }
+          std::sort(members.begin(), members.end());
           const i64 n = static_cast<i64>(members.size());
           const i64 shard = plan.shard > 0 && plan.shard < n ? plan.shard : n;
           for (i64 k = 0; k < n; k += shard) call.groups.emplace_back(members.begin() + k, members.begin() + k + shard);
@@ -423,10 +433,35 @@ struct Replay::Impl {
   void run_pass(Group& g, const std::vector<Segment>& pass, std::int64_t mb, std::int64_t first_gather,
                 const std::function<void(const Segment&)>& after, int lane = 0) {
     std::int64_t gather = first_gather;
+    sg4::ActorPtr copy;  // activation offload: the host copy in flight on the copy engine
     for (const auto& seg : pass) {
       if (first_gather >= 0 && seg.gather_params > 0) wait_gather(g, gather++);
+      const bool forward = seg.work == Work::forward;
+      if (!forward) offload_markers(g, seg, mb, false, copy);
       run_segment(g, seg, mb, lane);
+      if (forward) offload_markers(g, seg, mb, true, copy);
       if (after) after(seg);
+    }
+    if (copy) copy->join();
+  }
+
+  // Activation offload: wait for the copy in flight, then start the segment's copy (D2H in
+  // forward, the prefetch H2D in backward) beside the compute that follows. A GPU's copy
+  // engine serves one copy at a time and the rule waits for each before the next starts,
+  // so a copy is a delay at the calibrated pinned rate rather than a flow: the PCIe link
+  // to the host is the GPU's own.
+  void offload_markers(Group& g, const Segment& seg, std::int64_t mb, bool forward, sg4::ActorPtr& copy) {
+    if (seg.offload_wait && copy) {
+      const double t0 = now();
+      copy->join();
+      copy = nullptr;
+      (forward ? g.st.offload_forward : g.st.offload_backward) += now() - t0;
+      slice(g, Stream::compute, fmt::format("waiting for offload {} mb{}", forward ? "D2H" : "H2D", mb), t0, now());
+    }
+    if (seg.offload_copy > 0) {
+      const Seconds t = seg.offload_copy;
+      copy = sg4::Actor::create(fmt::format("stage{}-replica{}-offload", g.stage, g.replica), sg4::this_actor::get_host(),
+                                [t] { sg4::this_actor::sleep_for(t); });
     }
   }
 

@@ -20,11 +20,13 @@ struct GroupStats {
   Seconds tp_comm = 0, ep_comm = 0, pp_comm = 0, dp_comm = 0, optimizer = 0;
   Seconds cp_comm = 0;         // context parallelism: ring sends beyond the attention beside them, all-to-alls
   Seconds host_wait = 0;       // the GPU idle until the host launched the next kernels
+  Seconds offload_forward = 0, offload_backward = 0;  // waiting for activation offload's host copies
   Seconds end = 0;             // when its last work finished
   Bytes peak_activations = 0;  // most activations alive at once
   std::int64_t compute_activities = 0, collectives = 0;
   Seconds compute() const { return forward + backward + recompute + optimizer; }
   Seconds comm() const { return tp_comm + ep_comm + cp_comm + pp_comm + dp_comm; }
+  Seconds offload() const { return offload_forward + offload_backward; }
 };
 
 struct ReplayResult {

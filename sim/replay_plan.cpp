@@ -16,7 +16,8 @@ bool fresh_marker(const Segment& s) { return s.gather_params > 0 && s.compute ==
 void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t, Seconds host) {
   if (t <= 0 && host <= 0) return;
   if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
-  if (prog.empty() || prog.back().comm.active() || prog.back().context.active() || prog.back().work != w)
+  if (prog.empty() || prog.back().comm.active() || prog.back().context.active() || prog.back().work != w ||
+      prog.back().offload_marked())
     prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
   prog.back().compute += t;
   prog.back().host += host;
@@ -26,7 +27,8 @@ void add_compute(std::vector<Segment>& prog, Work w, const std::string& name, Se
 void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c, Seconds host) {
   if (!c.active()) return;
   if (!prog.empty() && fresh_marker(prog.back())) prog.back().work = w;
-  if (prog.empty() || prog.back().comm.active() || prog.back().context.active() || prog.back().work != w)
+  if (prog.empty() || prog.back().comm.active() || prog.back().context.active() || prog.back().work != w ||
+      prog.back().offload_marked())
     prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
   prog.back().comm = c;
   prog.back().host += host;  // the collective's kernel
@@ -35,7 +37,7 @@ void add_comm(std::vector<Segment>& prog, Work w, const CommStep& c, Seconds hos
 // An attention op under context parallelism: a segment of its own, with its exchange.
 void add_context(std::vector<Segment>& prog, Work w, const std::string& name, Seconds t, Seconds host,
                  const ContextExchange& x, bool forward) {
-  if (!prog.empty() && fresh_marker(prog.back())) {
+  if (!prog.empty() && fresh_marker(prog.back()) && !prog.back().offload_marked()) {
     prog.back().work = w;
   } else {
     prog.push_back(Segment{w, 0, {}, 0, 0, {}, 0});
@@ -184,13 +186,45 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
       // Backward runs the blocks in reverse order; each block's recompute precedes its backward.
       std::vector<std::vector<Segment>> bwd_blocks, wgrad_blocks;
       const bool split_wgrad = plan.schedule == Schedule::zb_h1 || dual;
+      // Activation offload: each repeated layer's forward ends in a segment of its own
+      // (where its copy starts); its kept bytes and its backward block, for the rule.
+      const bool offload = s.training.activation_offload_layers > 0;
+      std::vector<OffloadLayer> layer_kept;
+      std::vector<std::size_t> layer_end, layer_block;
       for (const auto& [b, is_layer] : blocks) {
         bwd_blocks.emplace_back();
         wgrad_blocks.emplace_back();
+        const Bytes before = chunk.saved;
         program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
                       gradient_sync(1, r.precision, plan.zero, ranks, shard).gather_per_pass > 0, per_kernel, hooks,
                       s.training.framework, est.cluster().gpu.host, chunk.forward,
                       bwd_blocks.back(), chunk.saved, split_wgrad ? &wgrad_blocks.back() : nullptr);
+        if (offload && is_layer) {
+          Segment end{Work::forward, 0, {}, 0, 0, {}, 0};
+          end.offload_wait = true;  // placeholder until the rule says which layers go
+          chunk.forward.push_back(std::move(end));
+          layer_end.push_back(chunk.forward.size() - 1);
+          layer_block.push_back(bwd_blocks.size() - 1);
+          layer_kept.push_back({chunk.saved - before, 0, 0});
+        }
+      }
+      if (offload) {
+        for (std::size_t i : layer_end) chunk.forward[i].offload_wait = false;
+        const ActivationOffload o = activation_offload(layer_kept, s.training.activation_offload_layers,
+                                                       est.cluster().gpu.host_copy_bandwidth(false),
+                                                       est.cluster().gpu.host_copy_bandwidth(true));
+        chunk.saved -= o.offloaded;
+        for (std::size_t i = 0; i < std::size_t(o.layers); ++i) {
+          chunk.forward[layer_end[i]].offload_copy = o.d2h[i];
+          chunk.forward[layer_end[i + 1]].offload_wait = true;
+          // Backward blocks' first segments (a block of its own when empty).
+          auto& below = bwd_blocks[layer_block[i]];
+          auto& above = bwd_blocks[layer_block[i + 1]];
+          below.insert(below.begin(), Segment{Work::backward, 0, {}, 0, 0, {}, 0});
+          below.front().offload_wait = true;
+          if (above.empty() || !above.front().offload_marked()) above.insert(above.begin(), Segment{Work::backward, 0, {}, 0, 0, {}, 0});
+          above.front().offload_copy = o.h2d[i];
+        }
       }
       for (auto it = wgrad_blocks.rbegin(); it != wgrad_blocks.rend(); ++it)
         for (auto& seg : *it) chunk.weight_grad.push_back(std::move(seg));
@@ -199,7 +233,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
           // Merge with the previous segment when it is plain compute of the same kind and
           // completes no gradients (those mark where a gradient bucket may be handed over).
           if (!chunk.backward.empty() && !chunk.backward.back().comm.active() && !chunk.backward.back().context.active() &&
-              !seg.context.active() && chunk.backward.back().work == seg.work &&
+              !seg.context.active() && !seg.offload_marked() && chunk.backward.back().work == seg.work &&
               chunk.backward.back().grad_params == 0 && seg.gather_params == 0) {
             auto& prev = chunk.backward.back();
             prev.compute += seg.compute;

@@ -36,6 +36,15 @@ struct Segment {
   // context_bytes / calls over the cp group). Inactive otherwise.
   ContextExchange context{};
   Bytes context_bytes = 0;
+  // Activation offload (rules.hpp activation_offload), a layer's copy to or from pinned
+  // host memory on the GPU's copy engine, beside compute. Forward: after this segment
+  // (a layer's last), wait for the copy in flight (`offload_wait`, the previous layer's),
+  // then start this layer's D2H of `offload_copy` seconds. Backward: before this segment
+  // (a layer's first), wait for this layer's prefetch, then start the H2D of the layer
+  // below.
+  bool offload_wait = false;
+  Seconds offload_copy = 0;
+  bool offload_marked() const { return offload_wait || offload_copy > 0; }
 };
 
 struct ChunkProgram {

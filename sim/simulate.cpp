@@ -298,7 +298,8 @@ Prediction simulated_prediction(const Prediction& e, const ReplayPlan& plan,
   b.dp_comm_exposed = c.dp_comm;
   b.optimizer = c.optimizer;
   b.host_bound = c.host_wait;
-  b.bubble = std::max(0.0, T - (c.compute() + c.comm() + c.host_wait));
+  b.offload_exposed = c.offload();
+  b.bubble = std::max(0.0, T - (c.compute() + c.comm() + c.host_wait + c.offload()));
 
   // Per stage: the busiest replica's times per micro-batch; memory from the rules with
   // the activations the replayed schedule actually kept alive.
@@ -320,6 +321,8 @@ Prediction simulated_prediction(const Prediction& e, const ReplayPlan& plan,
     sp.cp_comm = worst->cp_comm / m;
     sp.p2p = worst->pp_comm / m;
     sp.zero3_gather = 0;
+    sp.offload_forward = worst->offload_forward / m;
+    sp.offload_backward = worst->offload_backward / m;
     sp.dp_exposed = worst->dp_comm;
     sp.optimizer = worst->optimizer;
     sp.host = e.stages[static_cast<std::size_t>(st)].host;
@@ -337,7 +340,7 @@ nlohmann::json replay_json(const Replayed& x) {
     groups.push_back({{"stage", g.stage}, {"replica", g.replica}, {"forward_s", g.forward}, {"backward_s", g.backward},
                       {"recompute_s", g.recompute}, {"tp_comm_s", g.tp_comm}, {"ep_comm_s", g.ep_comm}, {"cp_comm_s", g.cp_comm},
                       {"pp_comm_s", g.pp_comm}, {"dp_comm_s", g.dp_comm}, {"optimizer_s", g.optimizer},
-                      {"end_s", g.end}, {"peak_activations_bytes", g.peak_activations}});
+                      {"offload_s", g.offload()}, {"end_s", g.end}, {"peak_activations_bytes", g.peak_activations}});
   return {{"iteration_time_s", x.result.iteration_time}, {"groups", groups}, {"timeline", x.timeline},
           {"simulator", x.simulator}};
 }

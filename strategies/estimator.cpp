@@ -156,7 +156,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const double dp = double(plan.dp);
   // Gradients are reduced over dp x cp GPUs; ZeRO shards over them, or over HSDP's shard group.
   // DualPipe's two copies of a stage reduce their gradients together.
-  const i64 ranks = gradient_ranks(plan) * copies;
+  const i64 ranks = gradient_ranks(plan);
   const i64 shard = training_.framework.hybrid() ? shard_group_size(training_.framework, plan, groups.dp.per_node) : ranks;
   const HybridGroups hybrid = hybrid_groups(groups.dp, shard, cluster_.gpus_per_node);
   const Group& shard_group = shard < ranks ? hybrid.shard : dp_group;
@@ -187,14 +187,19 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   for (std::size_t vs = 1; vs < per_vstage.size(); ++vs) first_of[vs] = first_of[vs - 1] + per_vstage[vs - 1];
   double flops_per_mb = 0;  // one micro-batch through every stage, one GPU of each TP group
   std::vector<int> blocks;
+  std::vector<std::vector<int>> chunk_layers;  // per model chunk, its repeated layers in order
   for (i64 s = 0; s < p; ++s) {
     StagePrediction st;
     st.first_layer = static_cast<int>(first_of[static_cast<std::size_t>(s)]);
     blocks.clear();
+    chunk_layers.assign(static_cast<std::size_t>(chunks), {});
     for (i64 c = 0; c < chunks; ++c) {
       const auto vs = static_cast<std::size_t>(dual ? dualpipe_stage(p, s, int(c)) : c * p + s);
       if (vs == 0) blocks.insert(blocks.end(), g.pre.begin(), g.pre.end());
-      for (i64 l = first_of[vs]; l < first_of[vs] + per_vstage[vs]; ++l) blocks.push_back(g.layers[static_cast<std::size_t>(l)]);
+      for (i64 l = first_of[vs]; l < first_of[vs] + per_vstage[vs]; ++l) {
+        blocks.push_back(g.layers[static_cast<std::size_t>(l)]);
+        chunk_layers[static_cast<std::size_t>(c)].push_back(g.layers[static_cast<std::size_t>(l)]);
+      }
       if (vs + 1 == per_vstage.size()) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
       st.layers += static_cast<int>(per_vstage[vs]);
     }
@@ -228,6 +233,25 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
             collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, shard_group, shard_share),
             c.forward, c.backward + c.recompute, cluster_.gpu.interference);
     }
+    // Activation offload, per model chunk: the copies' exposed time per micro-batch, the
+    // activations that leave the GPU and the copy buffers.
+    Bytes offload_buffer = 0;
+    if (training_.activation_offload_layers > 0)
+      for (const auto& layers : chunk_layers) {
+        std::vector<OffloadLayer> in;
+        for (int b : layers) {
+          const BlockCost& c = costs[static_cast<std::size_t>(b)];
+          in.push_back({c.saved, c.forward + c.tp_forward + (c.ep + c.cp) / 2,
+                        c.backward + c.recompute + c.tp_backward + c.tp_recompute + (c.ep + c.cp) / 2});
+        }
+        const ActivationOffload o = activation_offload(in, training_.activation_offload_layers,
+                                                       cluster_.gpu.host_copy_bandwidth(false),
+                                                       cluster_.gpu.host_copy_bandwidth(true));
+        st.offload_forward += o.exposed_forward;
+        st.offload_backward += o.exposed_backward;
+        saved -= o.offloaded;
+        offload_buffer = std::max(offload_buffer, o.buffer);
+      }
     // Tied embeddings live on one GPU when the first and last stage coincide.
     if (p == 1 && g.tied_params > 0) st.params_per_gpu -= g.tied_params / double(t);
     st.p2p = p2p;
@@ -240,7 +264,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     const double P = st.params_per_gpu;
     st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
                               plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
-                              ranks / std::max<i64>(1, plan.ep)},
+                              ranks / std::max<i64>(1, plan.ep), offload_buffer},
                              rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.

@@ -36,68 +36,75 @@ std::vector<PlanPoint> enumerate_plans(const Scenario& base, const PlanSpaceOpti
   Scenario s = base;
   for (std::int64_t tp : divisors(gpus)) {
     for (std::int64_t pp : divisors(gpus / tp)) {
-     // Context parallelism as (cp, algorithm): off, or every cp with ring then all-to-all.
-     std::vector<std::pair<std::int64_t, CpAlgorithm>> cps{{base.plan.cp, base.plan.cp_algorithm}};
-     if (options.vary_context_parallel && base.model.family != ModelFamily::wresnet) {
-       cps = {{1, CpAlgorithm::ring}};
-       for (std::int64_t cp : divisors(gpus / (tp * pp)))
-         if (cp > 1 && base.model.seq_len % cp == 0)
-           for (CpAlgorithm a : {CpAlgorithm::ring, CpAlgorithm::all_to_all}) cps.push_back({cp, a});
-     }
-     for (const auto& [cp, cp_algorithm] : cps) {
-      if ((gpus / (tp * pp)) % cp != 0) continue;
-      const std::int64_t dp = gpus / (tp * pp * cp);
-      if (base.training.global_batch % dp != 0) continue;
-      // Schedules as (schedule, virtual stages).
-      std::vector<std::pair<Schedule, std::int64_t>> schedules;
-      if (pp == 1 || !options.vary_schedule) {
-        schedules.push_back({pp == 1 ? Schedule::one_f_one_b : base.plan.schedule, pp == 1 ? 1 : base.plan.virtual_stages});
-      } else {
-        const std::vector<Schedule> order = options.schedules.empty()
-                                                ? std::vector<Schedule>{Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}
-                                                : options.schedules;
-        for (Schedule sc : order) {
-          if (sc != Schedule::interleaved) {
-            schedules.push_back({sc, 1});
-          } else if (base.model.family != ModelFamily::wresnet && base.model.layers % pp == 0) {
-            for (std::int64_t v : divisors(base.model.layers / pp))
-              if (v >= 2) schedules.push_back({Schedule::interleaved, v});
+      // Context parallelism as (cp, algorithm): off, or every cp with ring then all-to-all.
+      std::vector<std::pair<std::int64_t, CpAlgorithm>> cps{{base.plan.cp, base.plan.cp_algorithm}};
+      if (options.vary_context_parallel && base.model.family != ModelFamily::wresnet) {
+        cps = {{1, CpAlgorithm::ring}};
+        for (std::int64_t cp : divisors(gpus / (tp * pp)))
+          if (cp > 1 && base.model.seq_len % cp == 0)
+            for (CpAlgorithm a : {CpAlgorithm::ring, CpAlgorithm::all_to_all}) cps.push_back({cp, a});
+      }
+      for (const auto& [cp, cp_algorithm] : cps) {
+        if ((gpus / (tp * pp)) % cp != 0) continue;
+        const std::int64_t dp = gpus / (tp * pp * cp);
+        if (base.training.global_batch % dp != 0) continue;
+        // Schedules as (schedule, virtual stages).
+        std::vector<std::pair<Schedule, std::int64_t>> schedules;
+        if (pp == 1 || !options.vary_schedule) {
+          schedules.push_back({pp == 1 ? Schedule::one_f_one_b : base.plan.schedule, pp == 1 ? 1 : base.plan.virtual_stages});
+        } else {
+          const std::vector<Schedule> order = options.schedules.empty()
+                                                  ? std::vector<Schedule>{Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved,
+                                                                          Schedule::dualpipe}
+                                                  : options.schedules;
+          for (Schedule sc : order) {
+            // DualPipe by default only for MoE models (its pairs exist to hide the expert
+            // all-to-all) or a scenario that runs it: its makespan is an event walk over
+            // the schedule, and for dense models it would halve the space's plans per second.
+            if (sc == Schedule::dualpipe && options.schedules.empty() && base.model.experts == 0 &&
+                base.plan.schedule != Schedule::dualpipe)
+              continue;
+            if (sc != Schedule::interleaved) {
+              schedules.push_back({sc, 1});
+            } else if (base.model.family != ModelFamily::wresnet && base.model.layers % pp == 0) {
+              for (std::int64_t v : divisors(base.model.layers / pp))
+                if (v >= 2) schedules.push_back({Schedule::interleaved, v});
+            }
           }
         }
-      }
-      const int max_zero = options.vary_zero && dp > 1 ? 3 : 0;
-      std::vector<bool> sps{base.plan.sequence_parallel};
-      if (options.vary_sequence_parallel) sps = tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
-      const std::vector<Recompute> recomputes =
-          options.vary_recompute ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
-                                 : std::vector<Recompute>{base.training.recompute};
-      for (std::int64_t b : micro_batch_sizes(base, options, dp)) {
-        for (const auto& [schedule, v] : schedules) {
-          for (int zero = 0; zero <= max_zero; ++zero) {
-            for (const bool sp : sps) {
-              for (const Recompute rc : recomputes) {
-                s.plan = base.plan;
-                s.plan.dp = dp;
-                s.plan.tp = tp;
-                s.plan.pp = pp;
-                s.plan.schedule = schedule;
-                s.plan.virtual_stages = v;
-                s.plan.sequence_parallel = sp;
-                s.plan.cp = cp;
-                s.plan.cp_algorithm = cp_algorithm;
-                if (options.vary_zero) s.plan.zero = zero;
-                if (s.plan.ep > 1 && dp % s.plan.ep != 0) continue;
-                s.training.micro_batch = b;
-                s.training.recompute = rc;
-                Diagnostics diag(base.source);
-                check_consistency(s, diag);
-                if (diag.ok()) out.push_back({s.plan, b, rc});
+        const int max_zero = options.vary_zero && dp > 1 ? 3 : 0;
+        std::vector<bool> sps{base.plan.sequence_parallel};
+        if (options.vary_sequence_parallel) sps = tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
+        const std::vector<Recompute> recomputes =
+            options.vary_recompute ? std::vector<Recompute>{Recompute::none, Recompute::selective, Recompute::full}
+                                   : std::vector<Recompute>{base.training.recompute};
+        for (std::int64_t b : micro_batch_sizes(base, options, dp)) {
+          for (const auto& [schedule, v] : schedules) {
+            for (int zero = 0; zero <= max_zero; ++zero) {
+              for (const bool sp : sps) {
+                for (const Recompute rc : recomputes) {
+                  s.plan = base.plan;
+                  s.plan.dp = dp;
+                  s.plan.tp = tp;
+                  s.plan.pp = pp;
+                  s.plan.schedule = schedule;
+                  s.plan.virtual_stages = v;
+                  s.plan.sequence_parallel = sp;
+                  s.plan.cp = cp;
+                  s.plan.cp_algorithm = cp_algorithm;
+                  if (options.vary_zero) s.plan.zero = zero;
+                  if (s.plan.ep > 1 && dp % s.plan.ep != 0) continue;
+                  s.training.micro_batch = b;
+                  s.training.recompute = rc;
+                  Diagnostics diag(base.source);
+                  check_consistency(s, diag);
+                  if (diag.ok()) out.push_back({s.plan, b, rc});
+                }
               }
             }
           }
         }
       }
-     }
     }
   }
   return out;

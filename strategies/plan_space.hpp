@@ -17,9 +17,11 @@ struct PlanPoint {
 };
 
 struct PlanSpaceOptions {
-  bool vary_schedule = true;     // gpipe, 1f1b, interleaved (pp > 1)
+  bool vary_schedule = true;     // gpipe, 1f1b, interleaved, dualpipe (pp > 1, where valid)
   // With vary_schedule, the schedules to try for pp > 1, in this order (interleaved:
-  // every virtual stage count that divides the layers); empty: gpipe, 1f1b, interleaved.
+  // every virtual stage count that divides the layers); empty: gpipe, 1f1b, interleaved and,
+  // for MoE models or a scenario that runs it, dualpipe (even pp, an even m >= 2 pp, ZeRO <= 2:
+  // check_consistency keeps the valid ones).
   std::vector<Schedule> schedules;
   bool vary_micro_batch = true;  // every divisor of the per-replica batch
   // Non-empty: instead of every micro-batch size, these micro-batch counts per iteration

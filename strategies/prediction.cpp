@@ -6,7 +6,7 @@ namespace clustersim {
 
 Seconds TimeBreakdown::total() const {
   return compute_forward + compute_backward + compute_recompute + tp_comm_exposed + ep_comm_exposed + cp_comm_exposed +
-         pp_comm_exposed + bubble + dp_comm_exposed + optimizer + host_bound;
+         pp_comm_exposed + offload_exposed + bubble + dp_comm_exposed + optimizer + host_bound;
 }
 
 void Prediction::finish(const Workload& w) {
@@ -62,6 +62,7 @@ void write_members(JsonWriter& w, const Prediction& e) {
   w.member("dp_comm_exposed_s", b.dp_comm_exposed);
   w.member("ep_comm_exposed_s", b.ep_comm_exposed);
   w.member("host_bound_s", b.host_bound);
+  w.member("offload_exposed_s", b.offload_exposed);
   w.member("optimizer_s", b.optimizer);
   w.member("pp_comm_exposed_s", b.pp_comm_exposed);
   w.member("tp_comm_exposed_s", b.tp_comm_exposed);
@@ -99,6 +100,8 @@ void write_members(JsonWriter& w, const Prediction& e) {
     w.key("memory");
     write_memory(w, s.memory);
     w.member("memory_bytes", s.memory.total());
+    w.member("offload_backward_s", s.offload_backward);
+    w.member("offload_forward_s", s.offload_forward);
     w.member("optimizer_s", s.optimizer);
     w.member("p2p_s", s.p2p);
     w.member("params_per_gpu", s.params_per_gpu);
@@ -150,6 +153,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
   bd.ep_comm_exposed = b.at("ep_comm_exposed_s").get<double>();
   bd.cp_comm_exposed = b.value("cp_comm_exposed_s", 0.0);  // absent before context parallelism
   bd.pp_comm_exposed = b.at("pp_comm_exposed_s").get<double>();
+  bd.offload_exposed = b.value("offload_exposed_s", 0.0);  // absent before activation offload
   bd.bubble = b.at("bubble_s").get<double>();
   bd.dp_comm_exposed = b.at("dp_comm_exposed_s").get<double>();
   bd.optimizer = b.at("optimizer_s").get<double>();
@@ -176,6 +180,8 @@ Prediction prediction_from_json(const nlohmann::json& j) {
     st.cp_comm = s.value("cp_comm_s", 0.0);
     st.p2p = s.at("p2p_s").get<double>();
     st.zero3_gather = s.at("zero3_gather_s").get<double>();
+    st.offload_forward = s.value("offload_forward_s", 0.0);
+    st.offload_backward = s.value("offload_backward_s", 0.0);
     st.dp_exposed = s.at("dp_exposed_s").get<double>();
     st.optimizer = s.at("optimizer_s").get<double>();
     st.host = s.at("host_per_micro_batch_s").get<double>();

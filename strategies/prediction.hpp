@@ -21,6 +21,7 @@ struct TimeBreakdown {
   Seconds ep_comm_exposed = 0;    // expert all-to-all
   Seconds cp_comm_exposed = 0;    // context parallelism: ring sends not hidden by attention, Ulysses all-to-alls
   Seconds pp_comm_exposed = 0;    // pipeline sends on the critical path
+  Seconds offload_exposed = 0;    // activation offload: host copies not hidden behind the next layer
   Seconds bubble = 0;             // pipeline fill and drain, and waiting
   Seconds dp_comm_exposed = 0;    // gradient reduction (and ZeRO gathers) not hidden
   Seconds optimizer = 0;
@@ -39,7 +40,11 @@ struct StagePrediction {
   // not hidden behind compute.
   Seconds forward = 0, backward = 0, recompute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, zero3_gather = 0;
   Seconds cp_comm = 0;  // context parallelism's exposed exchange
-  Seconds per_micro_batch() const { return forward + backward + recompute + tp_comm + ep_comm + cp_comm + p2p + zero3_gather; }
+  // Activation offload's copies not hidden, in forward (D2H) and backward (H2D prefetch).
+  Seconds offload_forward = 0, offload_backward = 0;
+  Seconds per_micro_batch() const {
+    return forward + backward + recompute + tp_comm + ep_comm + cp_comm + p2p + zero3_gather + offload_forward + offload_backward;
+  }
   Seconds weight_grad = 0;  // of backward, per micro-batch: the weight gradients (deferred by zero-bubble schedules)
   Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
   Seconds host = 0;                       // host time to launch one micro-batch's kernels

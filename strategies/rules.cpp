@@ -31,8 +31,8 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64
   return s;
 }
 
-i64 gradient_ranks(i64 dp, i64 cp) { return dp * std::max<i64>(1, cp); }
-i64 gradient_ranks(const PlanSpec& p) { return gradient_ranks(p.dp, p.cp); }
+i64 gradient_ranks(i64 dp, i64 cp, Schedule schedule) { return dp * std::max<i64>(1, cp) * model_copies(schedule); }
+i64 gradient_ranks(const PlanSpec& p) { return gradient_ranks(p.dp, p.cp, p.schedule); }
 
 i64 shard_group_size(const FrameworkSpec& f, const PlanSpec& p, i64 dp_per_node) {
   const i64 ranks = gradient_ranks(p);
@@ -138,6 +138,32 @@ KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core
   return k;
 }
 
+ActivationOffload activation_offload(const std::vector<OffloadLayer>& chunk_layers, i64 requested, BytesPerSecond d2h,
+                                     BytesPerSecond h2d) {
+  ActivationOffload o;
+  const i64 n = std::clamp<i64>(requested, 0, i64(chunk_layers.size()) - 1);
+  if (n <= 0 || d2h <= 0 || h2d <= 0) return o;
+  o.layers = n;
+  Bytes largest = 0, second = 0;
+  for (i64 i = 0; i < n; ++i) {
+    const OffloadLayer& l = chunk_layers[static_cast<std::size_t>(i)];
+    const OffloadLayer& next = chunk_layers[static_cast<std::size_t>(i + 1)];
+    o.offloaded += l.kept;
+    if (l.kept > largest) {
+      second = largest;
+      largest = l.kept;
+    } else {
+      second = std::max(second, l.kept);
+    }
+    o.d2h.push_back(l.kept / d2h);
+    o.h2d.push_back(l.kept / h2d);
+    o.exposed_forward += overlap_exposed(next.forward, o.d2h.back(), OverlapInterference{});
+    o.exposed_backward += overlap_exposed(next.backward, o.h2d.back(), OverlapInterference{});
+  }
+  o.buffer = largest + second;
+  return o;
+}
+
 MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r) {
   WeightMemory w = weight_memory(in.params - in.expert_params, r, in.zero, in.dp);
   if (in.expert_params > 0) {
@@ -153,7 +179,7 @@ MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& 
   m.optimizer_states = w.optimizer_states;
   m.activations = in.in_flight * in.kept_per_micro_batch;
   m.gradients += in.ddp.copy ? in.params * r.grad_bytes : 0.0;
-  m.temporary = in.working + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * r.gather_bytes : 0.0);
+  m.temporary = in.working + in.offload_buffer + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * r.gather_bytes : 0.0);
   if (!r.persistent_grads && !in.ddp.persistent && in.micro_batches == 1) {
     MemoryBreakdown activation_peak = m, step_peak = m;
     activation_peak.gradients = 0;
@@ -298,7 +324,9 @@ void compose_dualpipe(Prediction& e, i64 m, const OverlapInterference& f) {
   std::vector<DualPipeChunk> chunks;
   for (const StagePrediction& st : e.stages) {
     const Seconds comm = (st.tp_comm + st.ep_comm + st.p2p + st.zero3_gather) / 4;  // per chunk and direction
-    chunks.push_back({st.forward / 2, comm, (st.backward + st.recompute) / 2, comm, st.weight_grad / 2});
+    // The offload's exposed copies hold the GPU like compute does.
+    chunks.push_back({(st.forward + st.offload_forward) / 2, comm, (st.backward + st.recompute + st.offload_backward) / 2, comm,
+                      st.weight_grad / 2});
   }
   std::vector<Seconds> busy;
   const Seconds pipeline = dualpipe_makespan(chunks, m, f, &busy);
@@ -318,9 +346,11 @@ void compose_dualpipe(Prediction& e, i64 m, const OverlapInterference& f) {
   bd.compute_forward = half * c.forward;
   bd.compute_backward = half * c.backward;
   bd.compute_recompute = half * c.recompute;
+  bd.offload_exposed = half * (c.offload_forward + c.offload_backward);
   // What communication the busiest rank leaves exposed, shared out by kind.
   const Seconds comm = c.tp_comm + c.ep_comm + c.p2p + c.zero3_gather;
-  const Seconds exposed = std::max(0.0, busy[crit] - bd.compute_forward - bd.compute_backward - bd.compute_recompute);
+  const Seconds exposed =
+      std::max(0.0, busy[crit] - bd.compute_forward - bd.compute_backward - bd.compute_recompute - bd.offload_exposed);
   if (comm > 0) {
     bd.tp_comm_exposed = exposed * c.tp_comm / comm;
     bd.ep_comm_exposed = exposed * c.ep_comm / comm;
@@ -342,7 +372,7 @@ void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule, const Ove
   if (schedule == Schedule::dualpipe) return compose_dualpipe(e, m, f);
   // A stage's forward with half of its communication (the other half runs in backward).
   const auto forward_of = [](const StagePrediction& st) {
-    return st.forward + (st.tp_comm + st.ep_comm + st.cp_comm + st.p2p) / 2;
+    return st.forward + st.offload_forward + (st.tp_comm + st.ep_comm + st.cp_comm + st.p2p) / 2;
   };
   e.breakdown = TimeBreakdown{};
   if (e.stages.empty()) return;
@@ -370,6 +400,7 @@ void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule, const Ove
   bd.ep_comm_exposed = md * c.ep_comm;
   bd.cp_comm_exposed = md * c.cp_comm;
   bd.pp_comm_exposed = md * c.p2p;
+  bd.offload_exposed = md * (c.offload_forward + c.offload_backward);
   bd.bubble = pipeline - md * c.per_micro_batch();
   bd.dp_comm_exposed = md * c.zero3_gather + e.stages[tail_stage].dp_exposed;
   bd.optimizer = e.stages[tail_stage].optimizer;
@@ -527,7 +558,9 @@ Seconds dualpipe_makespan(const std::vector<DualPipeChunk>& per_rank, i64 m, con
 PlanGroups plan_groups(const ClusterModel& c, const PlanSpec& p) {
   PlanGroups g;
   const i64 gpn = c.gpus_per_node;
-  const i64 cp = std::max<i64>(1, p.cp), ranks = gradient_ranks(p);
+  // The layout of one stage's replicas (DualPipe's second copy of a stage sits on another
+  // stage's GPUs: the estimator widens the group by model_copies where it reduces).
+  const i64 cp = std::max<i64>(1, p.cp), ranks = gradient_ranks(p.dp, p.cp);
   g.tp = {p.tp, std::min(p.tp, gpn)};
   // The gradient group: dp x cp ranks, tp apart (cp innermost), as many per node as fit.
   const i64 dp_local = p.tp >= gpn ? 1 : std::max<i64>(1, std::min(ranks, gpn / p.tp));

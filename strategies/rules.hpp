@@ -53,9 +53,10 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std
 
 // The GPUs a plan's gradients are reduced over and its ZeRO shards span: Megatron-Core
 // reduces gradients (and shards its distributed optimizer) over the data- and context-
-// parallel ranks together, dp x cp (the cp GPUs hold the same weights).
+// parallel ranks together, dp x cp (the cp GPUs hold the same weights). DualPipe's two
+// copies of each stage (model_copies) reduce theirs together: dp x cp x 2.
 std::int64_t gradient_ranks(const PlanSpec& p);
-std::int64_t gradient_ranks(std::int64_t dp, std::int64_t cp);
+std::int64_t gradient_ranks(std::int64_t dp, std::int64_t cp, Schedule schedule = Schedule::one_f_one_b);
 // The ZeRO shard group of a plan: gradient_ranks, or under pytorch-fsdp's hybrid sharding
 // the framework's shard_size (default: the data-parallel GPUs of one node, `dp_per_node`).
 std::int64_t shard_group_size(const FrameworkSpec& f, const PlanSpec& p, std::int64_t dp_per_node);
@@ -156,6 +157,32 @@ struct KeptActivations {
 };
 KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core, Bytes boundary, Bytes transient);
 
+// Activation offload (Megatron-Core's cpu_offloading_num_layers; PyTorch's save_on_cpu
+// does the same per tensor). Of a model chunk's repeated layers, in order, the first n =
+// min(requested, layers - 1) send their saved activations to pinned host memory: layer i's
+// copy (D2H, on a copy engine) starts when its forward ends and must be done when layer
+// i+1's forward ends (Megatron's double-buffered handler waits there), so it exposes
+// max(0, d2h_i - forward_{i+1}); in backward, layer i comes back (H2D) while layer i+1
+// runs its backward (with its recompute) and must be there when layer i's starts:
+// max(0, h2d_i - backward_{i+1}). The last layer never goes: its backward follows its
+// forward. Per micro-batch in flight, `offloaded` bytes leave the GPU; the layers being
+// copied stay resident as a buffer of two layers' activations (the one being computed or
+// written back and the one being prefetched). The copy engines read or write HBM at the
+// PCIe rate (55 GB/s, under 2% of an H100's HBM bandwidth): not charged to the kernels.
+struct OffloadLayer {
+  Bytes kept = 0;                   // saved activations per micro-batch on one GPU
+  Seconds forward = 0, backward = 0;  // wall time of its forward, of its backward (with recompute)
+};
+struct ActivationOffload {
+  std::int64_t layers = 0;            // offloaded
+  Bytes offloaded = 0;                // per micro-batch: kept bytes that leave the GPU
+  Bytes buffer = 0;                   // resident while copying: the two largest offloaded layers
+  std::vector<Seconds> d2h, h2d;      // per offloaded layer
+  Seconds exposed_forward = 0, exposed_backward = 0;  // per micro-batch
+};
+ActivationOffload activation_offload(const std::vector<OffloadLayer>& chunk_layers, std::int64_t requested,
+                                     BytesPerSecond d2h, BytesPerSecond h2d);
+
 // Memory of one GPU of a stage at its peak:
 //  weights, gradients, optimizer states by weight_memory();
 //  activations: `in_flight` micro-batches of what the stage's blocks keep;
@@ -169,7 +196,7 @@ KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core
 struct StageMemoryInputs {
   double params = 0;                // on one GPU of the stage, before ZeRO
   double largest_block_params = 0;  // the largest block's, on one GPU before ZeRO
-  Bytes kept_per_micro_batch = 0;   // sum of the blocks' kept activations
+  Bytes kept_per_micro_batch = 0;   // sum of the blocks' kept activations (what offload leaves)
   Bytes working = 0;                // largest working memory of a block
   double in_flight = 1;             // micro_batches_in_flight()
   int zero = 0;
@@ -182,6 +209,7 @@ struct StageMemoryInputs {
   // expert ZeRO), not over all dp.
   double expert_params = 0;
   std::int64_t expert_dp = 1;       // dp / ep
+  Bytes offload_buffer = 0;         // activation_offload's copy buffers (temporary)
 };
 MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r);
 

@@ -618,3 +618,17 @@ TEST_CASE("DDP scales every gradient by 1/dp: one read + write pass, two without
   FrameworkSpec megatron;
   CHECK(ddp_gradient_scaling_bytes(megatron, P, 8, kMixed) == 0);
 }
+
+TEST_CASE("gradient ranks: dp x cp, and DualPipe's two copies of a stage reduce together", "[rules][dualpipe]") {
+  show("dp 4, cp 2, 1F1B: dp x cp", 8, double(gradient_ranks(4, 2)));
+  show("dp 4, cp 2, DualPipe: dp x cp x 2 copies", 16, double(gradient_ranks(4, 2, Schedule::dualpipe)));
+  CHECK(gradient_ranks(4, 2) == 8);
+  CHECK(gradient_ranks(4, 2, Schedule::dualpipe) == 4 * 2 * model_copies(Schedule::dualpipe));
+  PlanSpec p;
+  p.dp = 3;
+  p.pp = 4;
+  p.schedule = Schedule::dualpipe;
+  CHECK(gradient_ranks(p) == 6);
+  p.schedule = Schedule::interleaved;
+  CHECK(gradient_ranks(p) == 3);
+}
