@@ -1,6 +1,7 @@
 // The plan search on large clusters (issue 16): the Megatron 145.6B row (1,536 A100s)
 // and Llama 3 405B on 8,192 H100s by default, one row per scenario with the search's
-// wall time, peak resident memory (getrusage ru_maxrss of a child process per scenario,
+// wall time, CPU time (user + system; the wall time counts the load of a shared
+// machine, the CPU time much less), peak resident memory (getrusage ru_maxrss of a child process per scenario,
 // so one row's memory is not carried into the next), ILPs solved, cache hits, submesh
 // shapes and t_max passes of the inter-op DP. Target: at most 60 s and 2 GB each.
 //   build/bench/bench-search-large [SCENARIO...] [--submeshes power-of-two|all] [--clusters K]
@@ -50,9 +51,10 @@ int row(const std::string& file, const search::SearchOptions& o) {
                   (long long)r.alpa.micro_batches);
     plan = buf;
   }
-  std::printf("| %s | %lld | %d | %d | %d | %ld | %d | %.1f | %.1f | %.1f | %.2f | %s |\n", s.name.c_str(),
+  const double cpu = double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  std::printf("| %s | %lld | %d | %d | %d | %ld | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %s |\n", s.name.c_str(),
               (long long)s.cluster.total_gpus(), t.submeshes, t.ilp_solves, t.cache_hits, t.t_max_tried, t.dp_rounds,
-              t.intra_op_s, t.inter_op_s, wall, double(u.ru_maxrss) * 1024.0 / 1e9, plan.c_str());
+              t.intra_op_s, t.inter_op_s, wall, cpu, double(u.ru_maxrss) * 1024.0 / 1e9, plan.c_str());
   std::fflush(stdout);
   return 0;
 }
@@ -83,8 +85,8 @@ int main(int argc, char** argv) {
               search::submesh_space_name(o.submeshes).c_str(), o.layer_clusters,
               o.manual_baseline ? ", manual baseline included" : "");
   std::printf("| scenario | GPUs | submesh shapes | ILPs solved | reused | t_max passes | refinement rounds | ILP s | DP s | "
-              "search s | peak GB | Alpa-style plan |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "search s | CPU s | peak GB | Alpa-style plan |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   int rc = 0;
   for (const auto& f : files) {
