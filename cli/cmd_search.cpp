@@ -40,6 +40,7 @@ struct SearchCliOptions {
   bool trace = false;
   bool quiet = false;  // no progress bar (shown on a terminal only)
   int clusters = 8;
+  std::string submeshes = "power-of-two";
   std::vector<std::int64_t> micro_batches;
   double time_limit = search::SearchOptions::default_search_ilp().time_limit_s, gap = 0;
   std::string solver = "auto";
@@ -107,7 +108,8 @@ nlohmann::json result_json(const Scenario& s, const search::SearchPlan& p, const
 nlohmann::json timings_json(const search::SearchTimings& t) {
   return {{"clustering_s", t.clustering_s}, {"intra_op_s", t.intra_op_s}, {"inter_op_s", t.inter_op_s},
           {"manual_s", t.manual_s}, {"total_s", t.total_s}, {"ilp_solves", t.ilp_solves}, {"cbc_solves", t.cbc_solves},
-          {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}, {"dp_refinement_rounds", t.dp_rounds}};
+          {"cache_hits", t.cache_hits}, {"unproven_ilps", t.unproven}, {"dp_refinement_rounds", t.dp_rounds},
+          {"submeshes", t.submeshes}, {"t_max_tried", t.t_max_tried}, {"peak_rss_bytes", t.peak_rss_bytes}};
 }
 
 void print_trace(std::ostream& os, const search::SearchTimings& t) {
@@ -144,6 +146,7 @@ int run_search_command(const SearchCliOptions& o) {
   check_writable(out_file);
   search::SearchOptions so;
   so.layer_clusters = o.clusters;
+  so.submeshes = search::parse_submesh_space(o.submeshes);
   so.micro_batch_counts = o.micro_batches;
   so.ilp.time_limit_s = o.time_limit;
   so.ilp.relative_gap = o.gap;
@@ -223,8 +226,9 @@ int run_search_command(const SearchCliOptions& o) {
   }
   std::cout << fmt::format(
       "Search time: clustering {:.3f} s, intra-op ILPs {:.3f} s ({} solved, {} of them by CBC; {} reused), inter-op DP {:.3f} s "
-      "({} refinement rounds), manual baseline {:.3f} s, total {:.3f} s\n",
-      t.clustering_s, t.intra_op_s, t.ilp_solves, t.cbc_solves, t.cache_hits, t.inter_op_s, t.dp_rounds, t.manual_s, t.total_s);
+      "({} refinement rounds, {} submesh shapes, {} t_max passes), manual baseline {:.3f} s, total {:.3f} s, peak memory {:.2f} GB\n",
+      t.clustering_s, t.intra_op_s, t.ilp_solves, t.cbc_solves, t.cache_hits, t.inter_op_s, t.dp_rounds, t.submeshes,
+      t.t_max_tried, t.manual_s, t.total_s, t.peak_rss_bytes / 1e9);
   if (t.unproven > 0)
     std::cout << fmt::format("warning: {} ILP(s) reached the {} s time limit; their plans are feasible but not proven optimal "
                              "(raise --time-limit)\n", t.unproven, o.time_limit);
@@ -257,6 +261,9 @@ const Registration search_command{
       sub.add_flag("--quiet", o->quiet, "no progress bar on stderr (shown only when stderr is a terminal)");
       sub.add_flag("--trace", o->trace, "print every ILP solve and micro-batch count to stderr (also CLUSTERSIM_SEARCH_TRACE)");
       sub.add_option("--clusters", o->clusters, "layers after clustering (Alpa's L)")->check(CLI::Range(1, 1 << 20));
+      sub.add_option("--submeshes", o->submeshes,
+                     "whole-host submeshes of the stages: power-of-two (2, 4, 8 ... hosts; Alpa's default) or all (every host count)")
+          ->check(CLI::IsMember({"power-of-two", "all"}));
       sub.add_option("--micro-batches", o->micro_batches, "micro-batch counts to try (default: powers of two from 1 to the global batch)");
       sub.add_option("--time-limit", o->time_limit, "ILP time limit per CBC solve, seconds");
       sub.add_option("--gap", o->gap, "ILP relative optimality gap (0: exact; CBC only)");

@@ -43,7 +43,9 @@ int in_flight(i64 B, i64 n, i64 j) { return int(micro_batches_in_flight(Schedule
 
 class AlpaSearch {
  public:
-  explicit AlpaSearch(SearchContext& ctx) : ctx_(ctx), subs_(submesh_shapes(ctx.cluster().nodes, ctx.cluster().gpus_per_node)) {}
+  explicit AlpaSearch(SearchContext& ctx) : ctx_(ctx), subs_(submesh_shapes(ctx.cluster().nodes, ctx.cluster().gpus_per_node, ctx.options().submeshes)) {
+    ctx_.timings.submeshes = int(subs_.size());
+  }
 
   SearchPlan run() {
     SearchPlan best;
@@ -195,6 +197,7 @@ class AlpaSearch {
     const auto t0 = Clock::now();
     const double intra_before = ctx_.timings.intra_op_s;
     pb.res = solve_inter_op(ip, latency);
+    ctx_.timings.t_max_tried += pb.res.t_max_tried;
     ctx_.timings.inter_op_s += seconds_since(t0) - (ctx_.timings.intra_op_s - intra_before);
     pb.exact = pb.res.feasible;
     const int n = int(pb.res.stages.size());

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
+#include <stdexcept>
 
 namespace clustersim::search {
 namespace {
@@ -16,12 +17,20 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::string Submesh::name() const { return fmt::format("({},{})", hosts, gpus); }
 
-std::vector<Submesh> submesh_shapes(std::int64_t hosts, std::int64_t gpus_per_host) {
+std::vector<Submesh> submesh_shapes(std::int64_t hosts, std::int64_t gpus_per_host, SubmeshSpace space) {
   std::vector<Submesh> out;
   for (std::int64_t m = 1; m < gpus_per_host; m *= 2) out.push_back({1, m});
   out.push_back({1, gpus_per_host});
-  for (std::int64_t n = 2; n <= hosts; ++n) out.push_back({n, gpus_per_host});
+  for (std::int64_t n = 2; n <= hosts; n = space == SubmeshSpace::all ? n + 1 : 2 * n) out.push_back({n, gpus_per_host});
   return out;
+}
+
+std::string submesh_space_name(SubmeshSpace s) { return s == SubmeshSpace::all ? "all" : "power-of-two"; }
+
+SubmeshSpace parse_submesh_space(const std::string& name) {
+  if (name == "all") return SubmeshSpace::all;
+  if (name == "power-of-two") return SubmeshSpace::power_of_two;
+  throw std::invalid_argument("expected one of power-of-two | all, got \"" + name + "\"");
 }
 
 Seconds pipeline_latency(const std::vector<StageChoice>& stages, std::int64_t micro_batches) {

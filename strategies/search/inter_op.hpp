@@ -19,8 +19,20 @@ struct Submesh {
   std::string name() const;  // "(2,8)"
 };
 
-// (1,1), (1,2), (1,4) ... (1,M) inside one host, then (2,M) ... (N,M): these tile the cluster.
-std::vector<Submesh> submesh_shapes(std::int64_t hosts, std::int64_t gpus_per_host);
+// Which whole-host submeshes the inter-op DP offers (Alpa's AutoStageOption
+// submesh_physical_shape_space; Alpa's default is power_of_two).
+enum class SubmeshSpace {
+  power_of_two,  // (2,M), (4,M), (8,M) ... up to N hosts
+  all,           // (2,M), (3,M) ... (N,M)
+};
+// (1,1), (1,2), (1,4) ... (1,M) inside one host, then whole hosts per `space`. Every
+// host count is a sum of powers of two, so both spaces tile the cluster (power_of_two
+// with as many stages as N has binary ones, at least).
+std::vector<Submesh> submesh_shapes(std::int64_t hosts, std::int64_t gpus_per_host,
+                                    SubmeshSpace space = SubmeshSpace::all);
+// "power-of-two" / "all" and back; parse throws std::invalid_argument.
+std::string submesh_space_name(SubmeshSpace s);
+SubmeshSpace parse_submesh_space(const std::string& name);
 
 // Latency per micro-batch of layers [first, last] (inclusive) on submesh `submesh` as
 // the `from_end`-th stage counted from the last (1 = last stage: 1F1B keeps `from_end`

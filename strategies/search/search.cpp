@@ -4,6 +4,7 @@
 #include "strategies/search/search.hpp"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include "scenarios/diagnostics.hpp"
 #include "strategies/rules.hpp"
@@ -15,6 +16,14 @@ namespace clustersim::search {
 namespace {
 
 using i64 = std::int64_t;
+
+// The process's peak resident set (Linux reports ru_maxrss in KiB): what the search
+// cost in memory, whatever ran before it in the same process included.
+double peak_resident_bytes() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return double(u.ru_maxrss) * 1024.0;
+}
 
 Schedule schedule_of(const std::string& name) { return name == "gpipe" ? Schedule::gpipe : Schedule::one_f_one_b; }
 
@@ -119,6 +128,7 @@ SearchReport run_search(const Scenario& s, const SearchOptions& options) {
     if (p->feasible) p->prediction = predict_plan(s, *p);
   rep.timings = ctx.timings;
   rep.timings.total_s = seconds_since(t0);
+  rep.timings.peak_rss_bytes = peak_resident_bytes();
   return rep;
 }
 

@@ -35,6 +35,10 @@ std::vector<std::int64_t> default_micro_batch_counts(std::int64_t global_batch);
 
 struct SearchOptions {
   int layer_clusters = 8;  // K: layers after clustering (capped by the model's blocks)
+  // Whole-host submeshes the inter-op DP offers: Alpa's default, powers of two, keeps
+  // the ILPs and the DP's submesh loop logarithmic in the hosts (issue 16); `all` is
+  // every host count.
+  SubmeshSpace submeshes = SubmeshSpace::power_of_two;
   // Micro-batch counts B to try; empty: the powers of two from 1 up to the global batch
   // that divide it.
   std::vector<std::int64_t> micro_batch_counts;
@@ -127,6 +131,9 @@ struct SearchTimings {
   int cbc_solves = 0;  // of ilp_solves, those CBC solved (the rest: the frontier DP)
   int unproven = 0;    // ILPs stopped by the time limit with a feasible, unproven solution
   int dp_rounds = 0;   // extra DP runs after refining lower-bound stage latencies
+  int submeshes = 0;   // submesh shapes the inter-op DP offers
+  long t_max_tried = 0;  // inter-op DP passes over t_max, all rounds
+  double peak_rss_bytes = 0;  // the process's peak resident memory at the end (getrusage ru_maxrss)
   std::vector<IlpTrace> ilps;                   // SearchOptions::trace only
   std::vector<MicroBatchTrace> micro_batch_rounds;  // SearchOptions::trace only
 };

@@ -15,6 +15,21 @@ TEST_CASE("inter-op: submesh shapes tile the cluster", "[search][inter]") {
   CHECK(names == std::vector<std::string>{"(1,1)", "(1,2)", "(1,4)", "(1,8)", "(2,8)", "(3,8)", "(4,8)"});
 }
 
+TEST_CASE("inter-op: Alpa's power-of-two submesh space", "[search][inter]") {
+  // Alpa's default (submesh_physical_shape_space "power_of_two"): 2, 4, 8 ... hosts. On
+  // the Megatron 145.6B row's 192 hosts that is 4 + 7 = 11 shapes instead of 4 + 191.
+  const auto s = submesh_shapes(192, 8, SubmeshSpace::power_of_two);
+  std::vector<std::string> names;
+  for (const auto& m : s) names.push_back(m.name());
+  CHECK(names == std::vector<std::string>{"(1,1)", "(1,2)", "(1,4)", "(1,8)", "(2,8)", "(4,8)", "(8,8)", "(16,8)", "(32,8)",
+                                          "(64,8)", "(128,8)"});
+  CHECK(submesh_shapes(192, 8, SubmeshSpace::all).size() == 4 + 191);
+  CHECK(submesh_shapes(1024, 8, SubmeshSpace::power_of_two).size() == 4 + 10);
+  CHECK(parse_submesh_space("all") == SubmeshSpace::all);
+  CHECK(submesh_space_name(parse_submesh_space("power-of-two")) == "power-of-two");
+  CHECK_THROWS_AS(parse_submesh_space("powers"), std::invalid_argument);
+}
+
 TEST_CASE("inter-op: a hand-checked pipeline", "[search][inter]") {
   // 2 layers on 2 single-GPU submeshes or one 2-GPU submesh; B = 4 micro-batches.
   InterOpProblem p;
