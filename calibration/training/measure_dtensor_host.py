@@ -3,8 +3,8 @@
 
 On 2+ ranks under autocast bf16 with tiny shapes (the GPU never limits): the DTensor GPT and
 Llama blocks as parallelize_dtensor parallelizes them, against the same plain blocks, and one
-Linear plain / ColwiseParallel / RowwiseParallel with and without bias; forward and
-forward+backward. measure_host.py's timing (host_per_call_s) and profile, plus kernels per call
+Linear plain / ColwiseParallel / RowwiseParallel with and without bias; forward,
+forward+backward, and (blocks) zero_grad(set_to_none=True) then forward+backward as a step does. measure_host.py's timing (host_per_call_s) and profile, plus kernels per call
 by class (NCCL by dtype, memcpy). torchrun --nproc-per-node 2 measure_dtensor_host.py --out F
 """
 import copy, json, os, sys
@@ -83,7 +83,14 @@ def main():
 
             def fwd_bwd(run=run):
                 run(xg).float().sum().backward()
-            for part, fn in (("forward", fwd), ("forward+backward", fwd_bwd)):
+
+            # As a training step: gradients set to None first, so that the backward's first
+            # accumulation into each parameter creates its .grad (DTensor: a new DTensor).
+            def zero_fwd_bwd(run=run, m=m):
+                m.zero_grad(set_to_none=True)
+                run(xg).float().sum().backward()
+            for part, fn in (("forward", fwd), ("forward+backward", fwd_bwd),
+                             ("zero_grad+forward+backward", zero_fwd_bwd)):
                 record("dtblock %s %s %s" % (fam, label, part), fn, block=fam, model=label, part=part,
                        shapes="x [2, 32, %d], tp %d" % (H, world), parallel_modules=mods)
     for bias in (True, False):
