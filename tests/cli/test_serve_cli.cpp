@@ -110,28 +110,23 @@ TEST_CASE("db plot draws latency distributions of served runs and a metric again
   // More load, more queueing: the tail of the time to first token grows.
   CHECK(j9["ttft_s"]["p99"].get<double>() > j3["ttft_s"]["p99"].get<double>());
 
-  const auto cdf_file = clustersim::test::temp_dir() / "clustersim-test-cdf.svg";
-  const auto cdf = run_cli("db plot latency-cdf 1 3 --latency e2e --db " + db.string() + " -o " + cdf_file.string());
-  INFO(cdf.output);
+  // "-o -": the chart on standard output.
+  const auto cdf = run_cli("db plot latency-cdf 1 3 --latency e2e --db " + db.string() + " -o -", false);
   REQUIRE(cdf.code == 0);
-  std::ifstream in(cdf_file);
-  const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK_THAT(svg, Catch::Contains("run 1: llama3-8b-vllm-2x-h100") && Catch::Contains("run 3: ") &&
-                      Catch::Contains("end-to-end latency (ms)") && Catch::Contains("fraction of requests"));
+  CHECK_THAT(cdf.output, Catch::Contains("<svg") && Catch::Contains("run 1: llama3-8b-vllm-2x-h100") &&
+                             Catch::Contains("run 3: ") && Catch::Contains("end-to-end latency (ms)") &&
+                             Catch::Contains("fraction of requests"));
 
-  const auto load_file = clustersim::test::temp_dir() / "clustersim-test-load.svg";
-  const auto load = run_cli("db plot serving-load --y ttft_p99 --db " + db.string() + " -o " + load_file.string());
-  INFO(load.output);
+  const auto load = run_cli("db plot serving-load --y ttft_p99 --db " + db.string() + " -o -", false);
   REQUIRE(load.code == 0);
-  std::ifstream lin(load_file);
-  const std::string lsvg((std::istreambuf_iterator<char>(lin)), std::istreambuf_iterator<char>());
-  CHECK_THAT(lsvg, Catch::Contains("offered load (requests/s)") && Catch::Contains("TTFT p99 (ms)") &&
-                       Catch::Contains("llama3-8b-vllm-2x-h100 (vllm, 2 x (tp 1 x pp 1))"));
+  CHECK_THAT(load.output, Catch::Contains("<svg") && Catch::Contains("offered load (requests/s)") &&
+                              Catch::Contains("TTFT p99 (ms)") &&
+                              Catch::Contains("llama3-8b-vllm-2x-h100 (vllm, 2 x (tp 1 x pp 1))"));
 
-  const auto bad_metric = run_cli("db plot serving-load --y ttft_p98 --db " + db.string() + " -o " + load_file.string());
+  const auto bad_metric = run_cli("db plot serving-load --y ttft_p98 --db " + db.string() + " -o -");
   CHECK(bad_metric.code == 1);
   CHECK_THAT(bad_metric.output, Catch::Contains("--y") && Catch::Contains("ttft_p98"));
-  const auto no_run = run_cli("db plot latency-cdf 7 --db " + db.string() + " -o " + cdf_file.string());
+  const auto no_run = run_cli("db plot latency-cdf 7 --db " + db.string() + " -o -");
   CHECK(no_run.code == 1);
   CHECK_THAT(no_run.output, Catch::Contains("no served run 7"));
   const auto trace = write_temp("serve-rate-trace.csv", "arrival_time,prompt_tokens,output_tokens\n0,100,10\n");

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "costmodel/hardware.hpp"
+#include "scenario_doc.hpp"
 #include "scenarios/json_reader.hpp"
 #include "costmodel/kernels.hpp"
 #include "strategies/estimator.hpp"
@@ -17,6 +18,8 @@
 
 using namespace clustersim;
 using nlohmann::json;
+using clustersim::test::scenario_from;
+using clustersim::test::problems_of;
 
 namespace {
 void show(const char* what, double expected, double computed) {
@@ -33,23 +36,6 @@ json gpt_doc(std::int64_t offload) {
   return doc;
 }
 
-Scenario scenario_from(const json& doc) {
-  Diagnostics diag("<test>");
-  Scenario s = parse_scenario(doc, diag);
-  std::string problems;
-  for (const auto& p : diag.problems()) problems += p.to_string() + "\n";
-  INFO(problems);
-  REQUIRE(diag.ok());
-  return s;
-}
-
-std::string problems_of(const json& doc) {
-  Diagnostics diag("x.json");
-  parse_scenario(doc, diag);
-  std::string out;
-  for (const auto& p : diag.problems()) out += p.to_string() + "\n";
-  return out;
-}
 }  // namespace
 
 TEST_CASE("activation offload: memory saved = offloaded layers x saved bytes, copies exposed beyond the next layer",

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "costmodel/kernels.hpp"
+#include "scenario_doc.hpp"
 #include "scenarios/json_reader.hpp"
 #include "strategies/estimator.hpp"
 #include "strategies/op_timing.hpp"
@@ -15,6 +16,8 @@
 
 using namespace clustersim;
 using nlohmann::json;
+using clustersim::test::scenario_from;
+using clustersim::test::problems_of;
 
 namespace {
 void show(const char* what, double expected, double computed) {
@@ -37,24 +40,6 @@ json llama_doc() {
   return doc;
 }
 
-Scenario scenario_from(const json& doc) {
-  Diagnostics diag("<test>");
-  Scenario s = parse_scenario(doc, diag);
-  std::string problems;
-  for (const auto& p : diag.problems()) problems += p.to_string() + "\n";
-  INFO(problems);
-  REQUIRE(diag.ok());
-  return s;
-}
-
-// The problems parsing `doc` reports, one per line.
-std::string problems_of(const json& doc) {
-  Diagnostics diag("x.json");
-  parse_scenario(doc, diag);
-  std::string out;
-  for (const auto& p : diag.problems()) out += p.to_string() + "\n";
-  return out;
-}
 
 const Op& flash_attention(const ModelGraph& g) {
   for (const Op& op : g.blocks[static_cast<std::size_t>(g.layers.front())].ops)

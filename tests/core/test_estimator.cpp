@@ -4,24 +4,16 @@
 #include <cmath>
 #include <cstdio>
 
+#include "scenario_doc.hpp"
 #include "scenarios/json_reader.hpp"
 #include "strategies/estimator.hpp"
 #include "strategies/rules.hpp"
 
 using namespace clustersim;
 using nlohmann::json;
+using clustersim::test::scenario_from;
 
 namespace {
-
-Scenario scenario_from(const json& doc) {
-  Diagnostics diag("<test>");
-  Scenario s = parse_scenario(doc, diag);
-  std::string problems;
-  for (const auto& p : diag.problems()) problems += p.to_string() + "\n";
-  INFO(problems);
-  REQUIRE(diag.ok());
-  return s;
-}
 
 json gpt_doc(std::int64_t layers, std::int64_t vocab = 51200) {
   json doc = parse_json_text(default_scenario_text(), "<test>");
