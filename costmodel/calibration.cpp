@@ -476,6 +476,62 @@ HostDispatch fit_host_dispatch(const std::string& file) {
   return h;
 }
 
+Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel) {
+  const nlohmann::json doc = read_json_file(file);
+  Diagnostics diag(file);
+  if (!doc.is_object() || doc.value("format", "") != "clustersim-dtensor-bias/1") {
+    diag.error("/format", "expected \"clustersim-dtensor-bias/1\"");
+    diag.throw_if_errors();
+  }
+  const auto positive = [&](const nlohmann::json& obj, const std::string& path, const char* key) {
+    const auto it = obj.find(key);
+    if (it == obj.end() || !it->is_number() || !(it->get<double>() > 0)) {
+      diag.error(path + "/" + key, it == obj.end() ? std::string("missing") : fmt::format("expected a number > 0, got {}", it->dump()));
+      return 0.0;
+    }
+    return it->get<double>();
+  };
+  const double layers = positive(doc, "", "layers");
+  const double biased = positive(doc, "", "biased_modules_per_layer");
+  const auto ref = doc.find("reference");
+  double ref_step = 0, ref_kernels = 0;
+  if (ref == doc.end() || !ref->is_object()) {
+    diag.error("/reference", "expected the host-bound reference run (step_time_s, kernels_per_step)");
+  } else {
+    ref_step = positive(*ref, "/reference", "step_time_s");
+    ref_kernels = positive(*ref, "/reference", "kernels_per_step");
+  }
+  std::vector<double> on, off;
+  const auto runs = doc.find("runs");
+  if (runs == doc.end() || !runs->is_array()) {
+    diag.error("/runs", "expected an array of runs");
+  } else {
+    for (std::size_t i = 0; i < runs->size(); ++i) {
+      const auto& r = (*runs)[i];
+      const std::string path = json_path("/runs", i);
+      if (!r.is_object() || !r.contains("bias") || !r["bias"].is_boolean()) {
+        diag.error(path + "/bias", "expected true or false");
+        continue;
+      }
+      (r["bias"].get<bool>() ? on : off).push_back(positive(r, path, "step_time_s"));
+    }
+    if (on.empty() || off.empty()) diag.error("/runs", "expected runs with and without biases");
+  }
+  if (!(eager_per_kernel > 0)) diag.error("/reference", "the profile's eager host time per kernel is needed to carry the cost over");
+  diag.throw_if_errors();
+  const auto median_of = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  const double per_module = (median_of(on) - median_of(off)) / (layers * biased);
+  if (!(per_module > 0)) {
+    diag.error("/runs", fmt::format("expected the biased steps to take longer (median {} s against {} s)", median_of(on),
+                                    median_of(off)));
+    diag.throw_if_errors();
+  }
+  return per_module * eager_per_kernel / (ref_step / ref_kernels);
+}
+
 OverlapInterference fit_overlap_interference(const std::string& file) {
   const nlohmann::json doc = read_json_file(file);
   Diagnostics diag(file);

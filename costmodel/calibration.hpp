@@ -102,6 +102,14 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
 // an InputError with JSON paths.
 HostDispatch fit_host_dispatch(const std::string& file);
 
+// What a bias adds to a DTensor parallel-style module on the host (HostDispatch::
+// dtensor_bias), from a clustersim-dtensor-bias JSON file: host-bound DTensor GPT steps
+// with and without biases, (median with - median without) / (layers x biased modules per
+// layer), carried to the profile's host speed by eager_per_kernel over the measuring
+// machine's own (its host-bound Megatron-style reference step over that step's kernels).
+// Bad content is an InputError with JSON paths.
+Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel);
+
 // Overlap interference from a clustersim-overlap-bench JSON file (calibration/nccl): the
 // median GEMM slowdown beside a collective, and the median collective slowdown beside
 // GEMMs, over every GPU count, GEMM shape and collective of at least 64 MiB (smaller

@@ -88,17 +88,19 @@ Op funcol_copy(const std::string& name, Split split, double bytes, bool forward)
 
 // The entry of a ColwiseParallel module under DTensor (its input made a Replicate
 // DTensor; backward all-reduces the input gradient), with its functional-collective copy.
-void colwise_entry(std::vector<Op>& ops, const std::string& name, const Dims& d, double bytes) {
+void colwise_entry(std::vector<Op>& ops, const std::string& name, const Dims& d, double bytes, bool bias) {
   Op f = comm(name, OpKind::tp_enter, bytes);
   f.parallel_style = d.dtp;
+  f.biased = d.dtp && bias;
   ops.push_back(f);
   if (d.dtp) ops.push_back(funcol_copy(name, Split::seq, bytes, false));
 }
 
 // The exit of a RowwiseParallel module (Partial -> Replicate all-reduce forward).
-void rowwise_exit(std::vector<Op>& ops, const std::string& name, const Dims& d, double bytes) {
+void rowwise_exit(std::vector<Op>& ops, const std::string& name, const Dims& d, double bytes, bool bias) {
   Op g = comm(name, OpKind::tp_exit, bytes);
   g.parallel_style = d.dtp;
+  g.biased = d.dtp && bias;
   ops.push_back(g);
   if (d.dtp) ops.push_back(funcol_copy(name, Split::seq, bytes, true));
 }
@@ -293,7 +295,7 @@ void attention_output(std::vector<Op>& ops, const Dims& d, i64 attn_width, bool 
   ops.push_back(matmul("attn-out", 1, d.T(), d.H, attn_width, true, Split::row,
                        double(attn_width) * d.H + (bias ? d.H : 0), double(d.T()) * attn_width * d.e));
   if (bias) bias_grad(ops, "attn-out", d, d.H, Split::seq);
-  rowwise_exit(ops, "attn-g", d, d.TH() * d.e);
+  rowwise_exit(ops, "attn-g", d, d.TH() * d.e, bias);
   // A row-parallel layer adds its bias after the all-reduce, on every rank.
   if (bias) bias_add(ops, "attn-out", d, d.H, Split::seq);
   ops.push_back(residual("attn", d));
@@ -312,7 +314,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     // Separate q, k and v ColwiseParallel projections (GraphStyle::dtensor_projections).
     const i64 kv = d.KV * d.D;
     for (const auto& [name, n] : {std::pair<const char*, i64>{"q", d.H}, {"k", kv}, {"v", kv}}) {
-      colwise_entry(ops, std::string("attn-f-") + name, d, d.TH() * d.r);
+      colwise_entry(ops, std::string("attn-f-") + name, d, d.TH() * d.r, bias);
       ops.push_back(matmul(name, 1, d.T(), n, d.H, true, Split::column, double(d.H) * n + (bias ? n : 0), 0));
       ops.push_back(saved_marker(std::string(name) + "-input-saved", Split::seq, d.TH() * d.e));
       if (bias) bias_grad(ops, name, d, n, Split::column);
@@ -416,7 +418,7 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
     // Separate gate and up ColwiseParallel projections (w1, w3), the first entered by the caller.
     ops.push_back(matmul(prefix + "gate", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
     ops.push_back(saved_marker(prefix + "gate-input-saved", Split::seq, d.TH() * d.e));
-    colwise_entry(ops, prefix + "mlp-f-up", d, d.TH() * d.r);
+    colwise_entry(ops, prefix + "mlp-f-up", d, d.TH() * d.r, false);
     ops.push_back(matmul(prefix + "up", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
     ops.push_back(saved_marker(prefix + "up-input-saved", Split::seq, d.TH() * d.e));
     extra_projection_inputs(ops, prefix + "gate-up", d, 2);
@@ -452,7 +454,7 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
 void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
   const double ff = double(d.T()) * d.F;  // elements of the hidden activation
   norm(ops, llama ? "mlp-rmsnorm" : "mlp-layernorm", d, llama);
-  colwise_entry(ops, "mlp-f", d, d.TH() * d.r);
+  colwise_entry(ops, "mlp-f", d, d.TH() * d.r, !llama);
   if (llama) {
     swiglu_mlp(ops, d, d.F, "");
   } else {
@@ -464,7 +466,7 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
     ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.e));
     bias_grad(ops, "fc2", d, d.H, Split::seq);
   }
-  rowwise_exit(ops, "mlp-g", d, d.TH() * d.e);
+  rowwise_exit(ops, "mlp-g", d, d.TH() * d.e, !llama);
   if (!llama) bias_add(ops, "fc2", d, d.H, Split::seq);
   ops.push_back(residual("mlp", d));
 }
@@ -541,7 +543,7 @@ Op embedding_lookup(const Dims& d) {
 // Final norm, logits and the loss; returns the bytes alive only while its backward runs.
 double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::string& prefix, double logits_params) {
   norm(ops, prefix + (llama ? "final-rmsnorm" : "final-layernorm"), d, llama);
-  colwise_entry(ops, prefix + "logits-f", d, d.TH() * d.r);
+  colwise_entry(ops, prefix + "logits-f", d, d.TH() * d.r, false);
   const double logits = double(d.T()) * d.V;
   ops.push_back(matmul(prefix + "logits", 1, d.T(), d.V, d.H, true, Split::column, logits_params, 0));
   ops.push_back(saved_marker(prefix + "logits-input-saved", Split::seq, d.TH() * d.e));

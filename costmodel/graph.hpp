@@ -78,6 +78,9 @@ struct Op {
   // RowwiseParallel Linear under parallelize_module), whose hooks and redistributes cost host
   // time of their own (rules.hpp op_host).
   bool parallel_style = false;
+  // parallel_style: the module's Linear has a bias (a DTensor parameter of its own, cast,
+  // reduced and updated like the weight: rules.hpp op_host_overhead).
+  bool biased = false;
   // attention: bytes of its keys and values together (what context parallelism's ring
   // passes from GPU to GPU); the queries and the output make up the rest of fwd_bytes.
   double kv_bytes = 0;

@@ -288,18 +288,19 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   }
   if (const auto* host = r.object("host_dispatch", false)) {
     ObjectReader hr(*host, "/host_dispatch", diag,
-                    {"source", "eager_per_kernel", "dtensor_module_forward", "dtensor_module_backward", "ddp_per_layer", "fsdp_per_unit",
+                    {"source", "eager_per_kernel", "dtensor_module_forward", "dtensor_module_backward", "dtensor_bias", "ddp_per_layer", "fsdp_per_unit",
                      "fsdp_mixed_per_unit", "fsdp2_per_unit"});
     auto& h = p.host;
     h.source = hr.string("source").value_or("");
-    const auto t = [&](const char* key) {
-      const auto v = hr.quantity(key, Dimension::time);
+    const auto t = [&](const char* key, bool required = true) {
+      const auto v = hr.quantity(key, Dimension::time, required);
       if (v && (*v < 0 || *v > 1)) diag.error(hr.path(key), fmt::format("expected 0 to 1 s, got {} s", *v));
       return v.value_or(0.0);
     };
     h.eager_per_kernel = t("eager_per_kernel");
     h.dtensor_module_forward = t("dtensor_module_forward");
     h.dtensor_module_backward = t("dtensor_module_backward");
+    h.dtensor_bias = t("dtensor_bias", false);  // absent: not measured
     h.ddp_per_layer = t("ddp_per_layer");
     h.fsdp_per_unit = t("fsdp_per_unit");
     h.fsdp_mixed_per_unit = t("fsdp_mixed_per_unit");
@@ -414,6 +415,7 @@ nlohmann::json to_json(const GpuProfile& p) {
                             {"eager_per_kernel", q(h.eager_per_kernel, "s")},
                             {"dtensor_module_forward", q(h.dtensor_module_forward, "s")},
                             {"dtensor_module_backward", q(h.dtensor_module_backward, "s")},
+                            {"dtensor_bias", q(h.dtensor_bias, "s")},
                             {"ddp_per_layer", q(h.ddp_per_layer, "s")},
                             {"fsdp_per_unit", q(h.fsdp_per_unit, "s")},
                             {"fsdp_mixed_per_unit", q(h.fsdp_mixed_per_unit, "s")},

@@ -100,6 +100,10 @@ struct HostDispatch {
   // from_local / to_local, sharding propagation of its ops and its redistribute, in its
   // forward and in its backward.
   Seconds dtensor_module_forward = 0, dtensor_module_backward = 0;
+  // What a bias adds to such a module (the bias is a DTensor parameter of its own: cast
+  // under autocast, its gradient reduced, accumulated and updated), forward + backward +
+  // its optimizer step; 0 where not measured.
+  Seconds dtensor_bias = 0;
   Seconds ddp_per_layer = 0;       // DDP's autograd hooks, per layer (its parameters)
   Seconds fsdp_per_unit = 0;       // FSDP1 pre/post hooks per wrapped unit, fwd + bwd, no mixed precision
   Seconds fsdp_mixed_per_unit = 0; // FSDP1 with a MixedPrecision policy (casts of the flat parameter)

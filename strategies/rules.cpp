@@ -305,7 +305,11 @@ Seconds host_per_kernel(const FrameworkSpec&, const HostDispatch& h) { return h.
 
 OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch& h, i64 tp) {
   if (!op.parallel_style || f.name != Framework::pytorch_tp || tp <= 1) return {};
-  return {h.dtensor_module_forward, h.dtensor_module_backward};
+  // A bias is measured as one figure; it splits between the passes as the module's own cost.
+  const Seconds module = h.dtensor_module_forward + h.dtensor_module_backward;
+  const double bias_forward = module > 0 ? h.dtensor_module_forward / module : 0.5;
+  const Seconds bias = op.biased ? h.dtensor_bias : 0.0;
+  return {h.dtensor_module_forward + bias * bias_forward, h.dtensor_module_backward + bias * (1 - bias_forward)};
 }
 
 Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 dp) {

@@ -355,7 +355,9 @@ OpKernels op_kernels(const Op& op);
 Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
 // Host time an op costs beyond its kernels: under pytorch-tp with tp > 1, each DTensor
 // ParallelStyle module boundary (Op::parallel_style) costs the measured module overhead
-// (hooks, from_local/to_local, sharding propagation, redistribute), forward and backward.
+// (hooks, from_local/to_local, sharding propagation, redistribute), forward and backward,
+// and a biased module's Linear (Op::biased) its bias's measured cost, split between the
+// passes as the module's own.
 // Under DTensor the host cost follows the modules, not the kernels: the same layer's
 // kernels run at the eager rate.
 struct OpHost {

@@ -199,17 +199,17 @@ class StageModel(nn.Module):
 # a column-parallel projection's local output holds whole heads (view(b, t, -1, head_dim)).
 # ---------------------------------------------------------------------------
 class DTGPTBlock(nn.Module):
-    def __init__(self, hidden, heads, ffn_hidden):
+    def __init__(self, hidden, heads, ffn_hidden, bias=True):
         super().__init__()
         self.head_dim = hidden // heads
         self.ln1 = nn.LayerNorm(hidden)
-        self.q = nn.Linear(hidden, hidden, bias=True)
-        self.k = nn.Linear(hidden, hidden, bias=True)
-        self.v = nn.Linear(hidden, hidden, bias=True)
-        self.proj = nn.Linear(hidden, hidden, bias=True)
+        self.q = nn.Linear(hidden, hidden, bias=bias)
+        self.k = nn.Linear(hidden, hidden, bias=bias)
+        self.v = nn.Linear(hidden, hidden, bias=bias)
+        self.proj = nn.Linear(hidden, hidden, bias=bias)
         self.ln2 = nn.LayerNorm(hidden)
-        self.fc1 = nn.Linear(hidden, ffn_hidden, bias=True)
-        self.fc2 = nn.Linear(ffn_hidden, hidden, bias=True)
+        self.fc1 = nn.Linear(hidden, ffn_hidden, bias=bias)
+        self.fc2 = nn.Linear(ffn_hidden, hidden, bias=bias)
 
     def forward(self, x):
         b, t, _ = x.shape
@@ -259,7 +259,8 @@ class DTModel(nn.Module):
         if args.family == "gpt":
             self.wte = nn.Embedding(args.vocab, h)
             self.wpe = nn.Embedding(args.seq_len, h)
-            self.blocks = nn.ModuleList([DTGPTBlock(h, args.heads, args.ffn_hidden) for _ in range(args.layers)])
+            self.blocks = nn.ModuleList([DTGPTBlock(h, args.heads, args.ffn_hidden, bias=args.dtp_gpt_bias == "on")
+                                         for _ in range(args.layers)])
             self.norm = nn.LayerNorm(h)
         else:
             self.tok = nn.Embedding(args.vocab, h)
@@ -336,6 +337,8 @@ def parse_args(argv=None):
                    help="after the timed steps, run this many more under torch.profiler and record where the "
                         "GPU time of each rank goes (kernel classes, NCCL overlap, idle)")
     p.add_argument("--dtp-loss", choices=["parallel", "replicate"], default="parallel")
+    p.add_argument("--dtp-gpt-bias", choices=["on", "off"], default="on",
+                   help="dtp, GPT: biases on the block's Linears (off: to measure what they cost)")
     own, rest = p.parse_known_args(argv)
     args = mt.parse_args(rest)
     for k, v in vars(own).items():

@@ -2,12 +2,14 @@
 // measurements (microbenchmarks, flash attention, NCCL on 2 and 4 GPUs), and the fit
 // predicts held-back measurements well.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "costmodel/calibration.hpp"
 #include "costmodel/collective_fit.hpp"
 #include "costmodel/kernels.hpp"
 #include "scenarios/json_reader.hpp"
+#include "test_temp.hpp"
 
 using namespace clustersim;
 
@@ -31,6 +33,10 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   const std::string host = kData + "host-dispatch-2026-11-26.json";
   fitted.host = fit_host_dispatch(host);
   fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + host);
+  const std::string bias = kData + "dtensor-bias-2026-11-27.json";
+  fitted.host.dtensor_bias = fit_dtensor_bias(bias, fitted.host.eager_per_kernel);
+  fitted.sources.push_back("DTensor bias host cost from host-bound GPT steps with and without biases "
+                           "(calibration/training/measure_parallel.py --dtp-gpt-bias): " + bias);
   const std::string overlap = kData + "overlap-2026-11-26.json";
   fitted.interference = fit_overlap_interference(overlap);
   fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " + overlap);
@@ -47,6 +53,7 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
   //   --eager calibration/data/h100-sxm5-80gb/eager-kernels-2026-11-26.json
   //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json
+  //   --dtensor-bias calibration/data/h100-sxm5-80gb/dtensor-bias-2026-11-27.json
   //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-2gpu-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-4gpu-2026-11-26.json
@@ -93,4 +100,43 @@ TEST_CASE("malformed calibration data is rejected with its path", "[calibration]
   CHECK_THROWS_WITH(read_microbenchmarks("/nonexistent.json"), Catch::Contains("cannot open"));
   CHECK_THROWS_WITH(read_attention_benchmarks(kData + "microbench-2026-11-26.json", scratch),
                     Catch::Contains("/format"));
+}
+
+TEST_CASE("the DTensor bias cost: biased minus unbiased host-bound steps per biased module, at the profile's host speed",
+          "[calibration]") {
+  const std::string file = kData + "dtensor-bias-2026-11-27.json";
+  const nlohmann::json doc = read_json_file(file);
+  std::vector<double> on, off;
+  for (const auto& r : doc["runs"]) (r["bias"].get<bool>() ? on : off).push_back(r["step_time_s"].get<double>());
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  const double eager = 23.7e-6;
+  const double per_kernel_there = doc["reference"]["step_time_s"].get<double>() / doc["reference"]["kernels_per_step"].get<double>();
+  const double expected = (median(on) - median(off)) / (24.0 * 6.0) * eager / per_kernel_there;
+  const double fitted = fit_dtensor_bias(file, eager);
+  INFO("biased " << median(on) << " s, unbiased " << median(off) << " s a step, " << per_kernel_there * 1e6
+                 << " us a kernel on that machine: expected " << expected * 1e6 << " us, fitted " << fitted * 1e6 << " us");
+  CHECK(fitted == Approx(expected).epsilon(1e-12));
+  CHECK(fitted > 0);
+
+  const auto bad = [&](const std::string& name, const nlohmann::json& d) {
+    const std::string path = (clustersim::test::temp_dir() / name).string();
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(d.dump().c_str(), f);
+    std::fclose(f);
+    return path;
+  };
+  nlohmann::json no_off = doc;
+  no_off["runs"] = nlohmann::json::array({doc["runs"][2]});
+  CHECK_THROWS_WITH(fit_dtensor_bias(bad("bias-no-off.json", no_off), eager), Catch::Contains("/runs"));
+  nlohmann::json bad_step = doc;
+  bad_step["runs"][1]["step_time_s"] = -1;
+  CHECK_THROWS_WITH(fit_dtensor_bias(bad("bias-bad-step.json", bad_step), eager), Catch::Contains("/runs/1/step_time_s"));
+  nlohmann::json bad_ref = doc;
+  bad_ref["reference"].erase("kernels_per_step");
+  CHECK_THROWS_WITH(fit_dtensor_bias(bad("bias-bad-ref.json", bad_ref), eager),
+                    Catch::Contains("/reference/kernels_per_step"));
+  CHECK_THROWS_WITH(fit_dtensor_bias(kData + "host-dispatch-2026-11-26.json", eager), Catch::Contains("/format"));
 }

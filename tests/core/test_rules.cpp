@@ -168,6 +168,21 @@ TEST_CASE("host dispatch: kernels per op, per-kernel cost by framework, hooks pe
   CHECK(op_host_overhead(colwise, f, h, 2).forward == 400e-6);
   CHECK(op_host_overhead(colwise, f, h, 2).backward == 700e-6);
   CHECK(op_host_overhead(colwise, f, h, 1).forward == 0);  // one rank: no DTensor module
+  // A biased module adds the measured bias cost, split between the passes as the module's
+  // own (400 : 700).
+  h.dtensor_bias = 220e-6;
+  Op biased = colwise;
+  biased.biased = true;
+  const double fwd_share = 400e-6 / (400e-6 + 700e-6);
+  INFO("biased module: forward expected " << 400e-6 + 220e-6 * fwd_share << " s, computed "
+                                          << op_host_overhead(biased, f, h, 2).forward << " s; backward expected "
+                                          << 700e-6 + 220e-6 * (1 - fwd_share) << " s, computed "
+                                          << op_host_overhead(biased, f, h, 2).backward << " s");
+  CHECK(op_host_overhead(biased, f, h, 2).forward == Approx(400e-6 + 220e-6 * fwd_share).epsilon(1e-12));
+  CHECK(op_host_overhead(biased, f, h, 2).backward == Approx(700e-6 + 220e-6 * (1 - fwd_share)).epsilon(1e-12));
+  CHECK(op_host_overhead(biased, f, h, 2).forward + op_host_overhead(biased, f, h, 2).backward ==
+        Approx(400e-6 + 700e-6 + 220e-6).epsilon(1e-12));
+  CHECK(op_host_overhead(colwise, f, h, 2).forward == 400e-6);  // no bias, no bias cost
   Op megatron = colwise;
   megatron.parallel_style = false;
   CHECK(op_host_overhead(megatron, f, h, 2).backward == 0);
