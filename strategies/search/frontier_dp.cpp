@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fmt/format.h>
 
 namespace clustersim::search {
@@ -117,6 +118,7 @@ void dominance(const IlpRequest& r, Prepared& p, const std::vector<char>& live) 
   p.allowed_mem.assign(std::size_t(n), {});
   std::vector<std::vector<int>> incident(static_cast<std::size_t>(n));  // leader -> edges between its group and another
   std::vector<double> gcost, gmem;
+  std::vector<std::uint64_t> sig;
   for (std::size_t e = 0; e < r.edges.size(); ++e) {
     const int ls = p.lead[std::size_t(r.edges[e].src.value)], ld = p.lead[std::size_t(r.edges[e].dst.value)];
     if (ls == ld) continue;
@@ -158,10 +160,30 @@ void dominance(const IlpRequest& r, Prepared& p, const std::vector<char>& live) 
       }
       return true;
     };
+    // A hash of each strategy's rows and columns on those edges: equal for equivalent
+    // strategies, so most pairs are told apart without comparing the matrices.
+    sig.assign(k, 0);
+    for (int ei : incident[std::size_t(l)]) {
+      const IlpEdge& e = r.edges[std::size_t(ei)];
+      const std::size_t ks = r.nodes[std::size_t(e.src.value)].cost.size(), kd = r.nodes[std::size_t(e.dst.value)].cost.size();
+      const bool src_side = p.lead[std::size_t(e.src.value)] == l;
+      for (std::size_t i = 0; i < k; ++i) {
+        std::uint64_t h = sig[i] * 0x9e3779b97f4a7c15ULL + 1;
+        const std::size_t len = src_side ? kd : ks;
+        for (std::size_t c = 0; c < len; ++c) {
+          double x = src_side ? e.cost[i * kd + c] : e.cost[c * kd + i];
+          if (x == 0) x = 0;  // -0 == +0 for the comparison below
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, &x, sizeof bits);
+          h = (h ^ bits) * 0x100000001b3ULL;
+        }
+        sig[i] = h;
+      }
+    }
     std::vector<char> free_ok(k, 1), mem_ok(k, 1);
     for (std::size_t i = 0; i < k; ++i)
       for (std::size_t j = 0; j < k; ++j) {
-        if (i == j || std::isinf(gcost[j]) || (!free_ok[i] && !mem_ok[i])) continue;
+        if (i == j || std::isinf(gcost[j]) || (!free_ok[i] && !mem_ok[i]) || sig[i] != sig[j]) continue;
         const bool cheaper = gcost[j] < gcost[i] || (gcost[j] == gcost[i] && j < i);
         const bool no_dearer = gcost[j] <= gcost[i];
         const bool smaller = gmem[j] < gmem[i] || (gmem[j] == gmem[i] && (gcost[j] < gcost[i] || j < i));
