@@ -323,7 +323,7 @@ IlpResult solve_ilp(const IlpRequest& r, const IlpOptions& options) {
     return res;
   }
   if (options.solver != IlpSolver::cbc) {
-    if (auto dp = solve_frontier_dp(r, FrontierDpLimits{}, options.explain_infeasible)) {
+    if (auto dp = solve_frontier_dp(r, FrontierDpLimits{}, options.explain_infeasible, /*validated=*/true)) {
       dp->solved_by = IlpSolver::dp;
       return *dp;
     }
