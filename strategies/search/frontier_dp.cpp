@@ -33,8 +33,10 @@
 #include "strategies/search/frontier_dp.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fmt/format.h>
 
 namespace clustersim::search {
@@ -72,7 +74,33 @@ struct Step {
 template <class R, class F>
 void enumerate(const Step& st, const std::vector<char>& allowed, R&& reached, F&& f) {
   const std::size_t nold = st.old_stride.size();
-  std::vector<int> a(nold + (st.leader ? 1 : 0), 0);
+  const std::size_t nmid = nold + (st.leader ? 1 : 0);
+  // The mid frontier's assignment and, per mid position, its stride in the next state
+  // (0 when it leaves); on the stack for the usual one to three variables.
+  std::array<int, 16> small{};
+  std::array<std::size_t, 16> small_stride{};
+  std::vector<int> large;
+  std::vector<std::size_t> large_stride;
+  if (nmid > small.size()) large.assign(nmid, 0), large_stride.assign(nmid, 0);
+  int* a = large.empty() ? small.data() : large.data();
+  std::size_t* nstride = large_stride.empty() ? small_stride.data() : large_stride.data();
+  for (std::size_t i = 0; i < st.next_pos.size(); ++i) nstride[std::size_t(st.next_pos[i])] += st.next_stride[i];
+  // Per read: the entry for pick j is base[j * step] (step 0 when the read does not
+  // involve the new leader). Summed in the reads' order, as always.
+  struct Ptr {
+    const double* base;
+    std::size_t step;
+  };
+  std::array<Ptr, 8> small_ptr{};
+  std::vector<Ptr> large_ptr;
+  if (st.reads.size() > small_ptr.size()) large_ptr.resize(st.reads.size());
+  Ptr* ptr = large_ptr.empty() ? small_ptr.data() : large_ptr.data();
+  const std::size_t nreads = st.reads.size();
+  const bool lead_is_new = st.leader && std::size_t(st.lead_pos) == nold;
+  const std::size_t jstride = st.leader ? nstride[nold] : 0;
+  const double* cost = st.cost->data();
+  const double* mem = st.mem ? st.mem->data() : nullptr;
+  const char* mask = st.leader && !allowed.empty() ? allowed.data() : nullptr;
   for (std::size_t sc = 0; sc < st.old_states; ++sc) {
     if (sc > 0)  // odometer over the old frontier
       for (std::size_t i = 0; i < nold; ++i) {
@@ -80,19 +108,23 @@ void enumerate(const Step& st, const std::vector<char>& allowed, R&& reached, F&
         a[i] = 0;
       }
     if (!reached(sc)) continue;
+    std::size_t code0 = 0;
+    for (std::size_t i = 0; i < nold; ++i) code0 += std::size_t(a[i]) * nstride[i];
+    if (st.leader) a[nold] = 0;
+    for (std::size_t q = 0; q < nreads; ++q) {
+      const Read& e = st.reads[q];
+      const bool src_new = st.leader && std::size_t(e.src) == nold, dst_new = st.leader && std::size_t(e.dst) == nold;
+      ptr[q].base = e.e->cost.data() + std::size_t(a[std::size_t(e.src)] * e.kdst + a[std::size_t(e.dst)]);
+      ptr[q].step = (src_new ? std::size_t(e.kdst) : 0) + (dst_new ? 1 : 0);
+    }
+    const int s0 = a[std::size_t(st.lead_pos)];
     for (int j = 0; j < st.kt; ++j) {
-      if (st.leader && !allowed.empty() && !allowed[std::size_t(j)]) continue;
-      if (st.leader) a[nold] = j;
-      const int s = a[std::size_t(st.lead_pos)];
-      double add = (*st.cost)[std::size_t(s)];
-      for (const auto& e : st.reads) {
-        if (!std::isfinite(add)) break;
-        add += e.e->cost[std::size_t(a[std::size_t(e.src)] * e.kdst + a[std::size_t(e.dst)])];
-      }
-      if (!std::isfinite(add)) continue;
-      std::size_t code = 0;
-      for (std::size_t i = 0; i < st.next_pos.size(); ++i) code += std::size_t(a[std::size_t(st.next_pos[i])]) * st.next_stride[i];
-      f(sc, st.leader ? j : -1, code, add, st.mem ? (*st.mem)[std::size_t(s)] : 0.0);
+      if (mask && !mask[j]) continue;
+      const int s = lead_is_new ? j : s0;
+      double add = cost[s];
+      for (std::size_t q = 0; q < nreads; ++q) add += ptr[q].base[std::size_t(j) * ptr[q].step];
+      if (!std::isfinite(add)) continue;  // costs are >= 0 or +inf: one infinite term makes the sum infinite
+      f(sc, st.leader ? j : -1, code0 + std::size_t(j) * jstride, add, mem ? mem[s] : 0.0);
     }
   }
 }
@@ -117,6 +149,7 @@ void dominance(const IlpRequest& r, Prepared& p, const std::vector<char>& live) 
   p.allowed_mem.assign(std::size_t(n), {});
   std::vector<std::vector<int>> incident(static_cast<std::size_t>(n));  // leader -> edges between its group and another
   std::vector<double> gcost, gmem;
+  std::vector<std::uint64_t> sig;
   for (std::size_t e = 0; e < r.edges.size(); ++e) {
     const int ls = p.lead[std::size_t(r.edges[e].src.value)], ld = p.lead[std::size_t(r.edges[e].dst.value)];
     if (ls == ld) continue;
@@ -158,10 +191,30 @@ void dominance(const IlpRequest& r, Prepared& p, const std::vector<char>& live) 
       }
       return true;
     };
+    // A hash of each strategy's rows and columns on those edges: equal for equivalent
+    // strategies, so most pairs are told apart without comparing the matrices.
+    sig.assign(k, 0);
+    for (int ei : incident[std::size_t(l)]) {
+      const IlpEdge& e = r.edges[std::size_t(ei)];
+      const std::size_t ks = r.nodes[std::size_t(e.src.value)].cost.size(), kd = r.nodes[std::size_t(e.dst.value)].cost.size();
+      const bool src_side = p.lead[std::size_t(e.src.value)] == l;
+      for (std::size_t i = 0; i < k; ++i) {
+        std::uint64_t h = sig[i] * 0x9e3779b97f4a7c15ULL + 1;
+        const std::size_t len = src_side ? kd : ks;
+        for (std::size_t c = 0; c < len; ++c) {
+          double x = src_side ? e.cost[i * kd + c] : e.cost[c * kd + i];
+          if (x == 0) x = 0;  // -0 == +0 for the comparison below
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, &x, sizeof bits);
+          h = (h ^ bits) * 0x100000001b3ULL;
+        }
+        sig[i] = h;
+      }
+    }
     std::vector<char> free_ok(k, 1), mem_ok(k, 1);
     for (std::size_t i = 0; i < k; ++i)
       for (std::size_t j = 0; j < k; ++j) {
-        if (i == j || std::isinf(gcost[j]) || (!free_ok[i] && !mem_ok[i])) continue;
+        if (i == j || std::isinf(gcost[j]) || (!free_ok[i] && !mem_ok[i]) || sig[i] != sig[j]) continue;
         const bool cheaper = gcost[j] < gcost[i] || (gcost[j] == gcost[i] && j < i);
         const bool no_dearer = gcost[j] <= gcost[i];
         const bool smaller = gmem[j] < gmem[i] || (gmem[j] == gmem[i] && (gcost[j] < gcost[i] || j < i));
@@ -176,8 +229,8 @@ void dominance(const IlpRequest& r, Prepared& p, const std::vector<char>& live) 
 }
 
 // nullopt: out of reach.
-std::optional<Prepared> prepare(const IlpRequest& r, const FrontierDpLimits& lim) {
-  validate(r);
+std::optional<Prepared> prepare(const IlpRequest& r, const FrontierDpLimits& lim, bool validated) {
+  if (!validated) validate(r);
   if (r.liveness.size() > 1) return std::nullopt;
   Prepared p;
   p.n = int(r.nodes.size());
@@ -283,29 +336,31 @@ bool materialize(Prepared& p, const FrontierDpLimits& lim) {
 // The memory-free optimum by a forward pass that stores only back-pointers; empty when
 // no finite-cost solution exists.
 std::vector<StrategyIdx> viterbi(const Prepared& p) {
-  std::vector<double> val{0.0};
   struct Back {
     std::uint32_t from = 0;
     std::int32_t pick = -1;
   };
-  std::vector<std::vector<Back>> back(std::size_t(p.n));
+  // Every step's back-pointers in one array (step t's from offset[t]), two value buffers.
+  std::vector<std::size_t> offset(std::size_t(p.n) + 1, 0);
+  for (int t = 0; t < p.n; ++t) offset[std::size_t(t) + 1] = offset[std::size_t(t)] + p.steps[std::size_t(t)].next_states;
+  std::vector<Back> back(offset.back());
+  std::vector<double> val{0.0}, nv;
   for (int t = 0; t < p.n; ++t) {
     const Step& st = p.steps[std::size_t(t)];
-    std::vector<double> nv(st.next_states, INFINITY);
-    auto& bk = back[std::size_t(t)];
-    bk.resize(st.next_states);
+    nv.assign(st.next_states, INFINITY);
+    Back* bk = back.data() + offset[std::size_t(t)];
     enumerate(st, p.allowed_free[std::size_t(st.node)], [&](std::size_t sc) { return std::isfinite(val[sc]); },
               [&](std::size_t sc, int j, std::size_t code, double c, double) {
       const double v = val[sc] + c;
       if (v < nv[code]) nv[code] = v, bk[code] = Back{std::uint32_t(sc), j};
     });
-    val = std::move(nv);
+    std::swap(val, nv);
   }
   if (!std::isfinite(val[0])) return {};
   std::vector<StrategyIdx> choice(std::size_t(p.n));
   std::uint32_t state = 0;
   for (int t = p.n; t-- > 0;) {
-    const Back& b = back[std::size_t(t)][state];
+    const Back& b = back[offset[std::size_t(t)] + state];
     if (p.steps[std::size_t(t)].leader) choice[std::size_t(t)] = StrategyIdx{b.pick};
     state = b.from;
   }
@@ -515,8 +570,9 @@ double memory_of(const IlpRequest& r, const std::vector<StrategyIdx>& x) {
 
 }  // namespace
 
-std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDpLimits& limits, bool explain_infeasible) {
-  auto prep = prepare(r, limits);
+std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDpLimits& limits, bool explain_infeasible,
+                                           bool validated) {
+  auto prep = prepare(r, limits, validated);
   if (!prep) return std::nullopt;
   Prepared& p = *prep;
   IlpResult res;

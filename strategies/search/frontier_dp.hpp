@@ -27,7 +27,8 @@ struct FrontierDpLimits {
 
 // The optimum of `r` (status optimal or infeasible, the choice, objective, peak memory,
 // and when infeasible the smallest budget that fits), or nullopt when out of reach.
+// `validated`: the caller has run validate(r) (solve_ilp does), so it is not run again.
 std::optional<IlpResult> solve_frontier_dp(const IlpRequest& r, const FrontierDpLimits& limits = {},
-                                         bool explain_infeasible = true);
+                                         bool explain_infeasible = true, bool validated = false);
 
 }  // namespace clustersim::search

@@ -260,32 +260,33 @@ void validate(const IlpRequest& r) {
   const int n = int(r.nodes.size());
   for (int v = 0; v < n; ++v) {
     const auto& node = r.nodes[std::size_t(v)];
-    const std::string p = fmt::format("/nodes/{}", v);
-    if (node.cost.empty()) bad(p + "/cost", "a node needs at least one strategy");
+    // Paths are formatted only for a message: validation runs on every solve.
+    auto p = [v] { return fmt::format("/nodes/{}", v); };
+    if (node.cost.empty()) bad(p() + "/cost", "a node needs at least one strategy");
     if (node.memory.size() != node.cost.size())
-      bad(p + "/memory", fmt::format("length of memory ({}) doesn't match length of cost ({})", node.memory.size(), node.cost.size()));
+      bad(p() + "/memory", fmt::format("length of memory ({}) doesn't match length of cost ({})", node.memory.size(), node.cost.size()));
     if (node.follows >= 0) {
-      if (node.follows >= n) bad(p + "/follows", fmt::format("expected a node index < {}, got {}", n, node.follows));
+      if (node.follows >= n) bad(p() + "/follows", fmt::format("expected a node index < {}, got {}", n, node.follows));
       if (r.nodes[std::size_t(node.follows)].cost.size() != node.cost.size())
-        bad(p + "/follows", fmt::format("a follower needs its leader's strategy count ({}), has {}",
+        bad(p() + "/follows", fmt::format("a follower needs its leader's strategy count ({}), has {}",
                                         r.nodes[std::size_t(node.follows)].cost.size(), node.cost.size()));
       int steps = 0;
       for (int u = v; u >= 0; u = r.nodes[std::size_t(u)].follows)
-        if (++steps > n) bad(p + "/follows", "followers form a cycle");
+        if (++steps > n) bad(p() + "/follows", "followers form a cycle");
     }
     for (double c : node.cost)
-      if (std::isnan(c) || c < 0) bad(p + "/cost", fmt::format("expected costs >= 0 (or infinite), got {}", c));
+      if (std::isnan(c) || c < 0) bad(p() + "/cost", fmt::format("expected costs >= 0 (or infinite), got {}", c));
   }
   for (std::size_t e = 0; e < r.edges.size(); ++e) {
     const auto& edge = r.edges[e];
-    const std::string p = fmt::format("/edges/{}", e);
+    auto p = [e] { return fmt::format("/edges/{}", e); };
     if (edge.src.value < 0 || edge.src.value >= n || edge.dst.value < 0 || edge.dst.value >= n)
-      bad(p, fmt::format("node index out of range [0, {}): {} -> {}", n, edge.src.value, edge.dst.value));
+      bad(p(), fmt::format("node index out of range [0, {}): {} -> {}", n, edge.src.value, edge.dst.value));
     const std::size_t want = r.nodes[std::size_t(edge.src.value)].cost.size() * r.nodes[std::size_t(edge.dst.value)].cost.size();
     if (edge.cost.size() != want)
-      bad(p + "/cost", fmt::format("length of cost ({}) doesn't match k_src x k_dst ({})", edge.cost.size(), want));
+      bad(p() + "/cost", fmt::format("length of cost ({}) doesn't match k_src x k_dst ({})", edge.cost.size(), want));
     for (double c : edge.cost)
-      if (std::isnan(c) || c < 0) bad(p + "/cost", fmt::format("expected costs >= 0 (or infinite), got {}", c));
+      if (std::isnan(c) || c < 0) bad(p() + "/cost", fmt::format("expected costs >= 0 (or infinite), got {}", c));
   }
   for (std::size_t t = 0; t < r.liveness.size(); ++t)
     for (NodeIdx v : r.liveness[t])
@@ -322,7 +323,7 @@ IlpResult solve_ilp(const IlpRequest& r, const IlpOptions& options) {
     return res;
   }
   if (options.solver != IlpSolver::cbc) {
-    if (auto dp = solve_frontier_dp(r, FrontierDpLimits{}, options.explain_infeasible)) {
+    if (auto dp = solve_frontier_dp(r, FrontierDpLimits{}, options.explain_infeasible, /*validated=*/true)) {
       dp->solved_by = IlpSolver::dp;
       return *dp;
     }

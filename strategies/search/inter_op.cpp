@@ -82,27 +82,43 @@ InterOpResult solve_inter_op(const InterOpProblem& p, const StageLatency& latenc
     ++best.t_max_tried;
     std::fill(F.begin(), F.end(), kInf);
     F[fi(0, K, 0)] = 0;
+    // Per (s, k): the least and largest d with a finite F (empty: first > second).
+    std::vector<std::pair<int, int>> finite_range(std::size_t(S + 1) * std::size_t(K + 1), {D + 1, -1});
+    finite_range[std::size_t(K)] = {0, 0};  // s = 0, k = K
+    // For every d the candidates (i, sub) are tried in the same order with the same
+    // strict comparison as a loop over d outside would: the same values and choices. With
+    // the candidate outside, one whose latency exceeds t_max (most of them in the early
+    // passes) is skipped once instead of once per device count, and the loop over d
+    // runs only where the rest is finite.
     for (int s = 1; s <= S; ++s)
-      for (int k = K - 1; k >= 0; --k)
-        for (int d = 1; d <= D; ++d) {
-          double bestv = kInf;
-          Arg a;
-          for (int i = k; i < K; ++i)
-            for (int sub = 0; sub < nsub; ++sub) {
-              const int size = int(p.submeshes[std::size_t(sub)].devices());
-              if (size > d) continue;
-              const double rest = F[fi(s - 1, i + 1, d - size)];
-              if (!std::isfinite(rest)) continue;
-              const double t = lat[at(s, k, i, sub)];
-              if (!(t <= t_max)) continue;
-              if (t + rest < bestv) {
-                bestv = t + rest;
-                a = {i, sub};
+      for (int k = K - 1; k >= 0; --k) {
+        double* out = &F[fi(s, k, 0)];
+        Arg* out_arg = &arg[fi(s, k, 0)];
+        std::fill(out_arg, out_arg + D + 1, Arg{});
+        for (int i = k; i < K; ++i) {
+          const double* rest = &F[fi(s - 1, i + 1, 0)];
+          const auto [lo, hi] = finite_range[std::size_t(s - 1) * std::size_t(K + 1) + std::size_t(i + 1)];
+          if (lo > hi) continue;
+          for (int sub = 0; sub < nsub; ++sub) {
+            const double t = lat[at(s, k, i, sub)];
+            if (!(t <= t_max)) continue;
+            const int size = int(p.submeshes[std::size_t(sub)].devices());
+            const int d_end = std::min(D, hi + size);
+            for (int d = std::max(1, lo + size); d <= d_end; ++d) {
+              const double r = rest[d - size];
+              if (!std::isfinite(r)) continue;
+              if (t + r < out[d]) {
+                out[d] = t + r;
+                out_arg[d] = {i, sub};
               }
             }
-          F[fi(s, k, d)] = bestv;
-          arg[fi(s, k, d)] = a;
+          }
         }
+        auto& range = finite_range[std::size_t(s) * std::size_t(K + 1) + std::size_t(k)];
+        range = {D + 1, -1};
+        for (int d = 1; d <= D; ++d)
+          if (std::isfinite(out[d])) range = {std::min(range.first, d), d};
+      }
     for (int s = 1; s <= S; ++s) {
       if (!std::isfinite(F[fi(s, 0, D)])) continue;
       std::vector<StageChoice> stages;

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
+#include <tuple>
 
 #include "costmodel/kernels.hpp"
 #include "scenarios/diagnostics.hpp"
@@ -26,7 +27,7 @@ namespace clustersim::search {
 namespace {
 
 using i64 = std::int64_t;
-using Strategies = std::vector<std::vector<Strategy>>;
+using Strategies = NodeStrategies;
 
 // Eager PyTorch with one micro-batch allocates the gradients after the activation peak
 // (rules::stage_memory): the ILP's rows leave them out, a lower bound of either peak.
@@ -67,10 +68,22 @@ Bytes temporary_lower_bound(const IntraOpProblem& p, const LoweredStage& st, con
   });
 }
 
+// Edge matrices already built, by (source list, destination list, tensor bytes, input
+// or output spec): the nodes of identical layers share their strategy lists
+// (NodeStrategies), so their edges repeat too. The value: the edge's index in the
+// request, or -1 when the matrix is all zeros (no edge).
+using EdgeMemo = std::map<std::tuple<const void*, const void*, double, bool>, int>;
+
 void add_edge(const IntraOpProblem& p, const LoweredStage& st, const Strategies& strategies, IlpRequest& r, int src, int dst,
-              bool to_input) {
-  IlpEdge e{NodeIdx{src}, NodeIdx{dst}, {}};
+              bool to_input, EdgeMemo& built) {
   const double bytes = st.nodes[std::size_t(src)].out.bytes;
+  const auto key = std::make_tuple(static_cast<const void*>(strategies.lists[std::size_t(src)].get()),
+                                   static_cast<const void*>(strategies.lists[std::size_t(dst)].get()), bytes, to_input);
+  if (auto it = built.find(key); it != built.end()) {
+    if (it->second >= 0) r.edges.push_back(IlpEdge{NodeIdx{src}, NodeIdx{dst}, r.edges[std::size_t(it->second)].cost});
+    return;
+  }
+  IlpEdge e{NodeIdx{src}, NodeIdx{dst}, {}};
   bool any = false;
   // Many strategies share specs (ZeRO variants, for one): cost each pair of specs once.
   auto code = [](const Spec& x) { return std::size_t(x.on[0]) * 4 + std::size_t(x.on[1]); };
@@ -85,26 +98,38 @@ void add_edge(const IntraOpProblem& p, const LoweredStage& st, const Strategies&
       any = any || t > 0;
       e.cost.push_back(t);
     }
+  built.emplace(key, any ? int(r.edges.size()) : -1);
   if (any) r.edges.push_back(std::move(e));
 }
 
 IlpRequest make_request(const IntraOpProblem& p, const LoweredStage& st, const Strategies& strategies, Bytes temporary) {
   IlpRequest r;
   std::vector<NodeIdx> live;
+  std::map<const void*, std::size_t> seen;  // a shared strategy list -> the first node with it
+  r.nodes.reserve(st.nodes.size());
   for (std::size_t v = 0; v < st.nodes.size(); ++v) {
     IlpNode node;
-    for (const auto& s : strategies[v]) {
-      node.cost.push_back(s.ilp_cost);
-      node.memory.push_back(weight_row(p, s) + p.inflight * s.kept);
+    const auto [it, fresh] = seen.emplace(strategies.lists[v].get(), v);
+    if (!fresh) {
+      node.cost = r.nodes[it->second].cost;
+      node.memory = r.nodes[it->second].memory;
+    } else {
+      node.cost.reserve(strategies[v].size());
+      node.memory.reserve(strategies[v].size());
+      for (const auto& s : strategies[v]) {
+        node.cost.push_back(s.ilp_cost);
+        node.memory.push_back(weight_row(p, s) + p.inflight * s.kept);
+      }
     }
     if (st.nodes[v].follows) node.follows = st.nodes[v].pred;
     r.nodes.push_back(std::move(node));
     live.push_back(NodeIdx{int(v)});
   }
+  EdgeMemo built;
   for (std::size_t v = 0; v < st.nodes.size(); ++v) {
     const SNode& n = st.nodes[v];
-    if (n.pred >= 0 && !n.follows) add_edge(p, st, strategies, r, n.pred, int(v), /*to_input=*/true);
-    if (n.skip >= 0) add_edge(p, st, strategies, r, n.skip, int(v), /*to_input=*/false);
+    if (n.pred >= 0 && !n.follows) add_edge(p, st, strategies, r, n.pred, int(v), /*to_input=*/true, built);
+    if (n.skip >= 0) add_edge(p, st, strategies, r, n.skip, int(v), /*to_input=*/false, built);
   }
   r.liveness = {live};
   // The Megatron space checks its exact stage memory after the (trivial) solve.
@@ -269,9 +294,9 @@ IntraOpResult solve_intra_op(const IntraOpProblem& p, const IlpOptions& options)
   res.status = s.status;
   res.solved_by_cbc = s.solved_by == IlpSolver::cbc;
   res.dp_stats = s.dp_stats;
-  for (const auto& st : b.strategies) {
+  for (std::size_t v = 0; v < b.strategies.size(); ++v) {
     double w = INFINITY, a = INFINITY;
-    for (const auto& x : st) w = std::min(w, weight_row(p, x)), a = std::min(a, x.kept);
+    for (const auto& x : b.strategies[v]) w = std::min(w, weight_row(p, x)), a = std::min(a, x.kept);
     res.least_weight_memory += w;
     res.least_activation_memory += a;
   }

@@ -1,7 +1,9 @@
 #include "strategies/search/strategy_space.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 
 #include "costmodel/kernels.hpp"
 #include "strategies/op_timing.hpp"
@@ -91,10 +93,21 @@ class Enumerator {
  public:
   Enumerator(const IntraOpProblem& p, const LoweredStage& st) : p_(p), st_(st), c_(*p.cluster), m_(p.mesh), km_(p.cluster->gpu) {}
 
-  std::vector<std::vector<Strategy>> run(std::string* unshardable) {
-    out_.assign(st_.nodes.size(), {});
-    for (std::size_t v = 0; v < st_.nodes.size(); ++v) {
+  NodeStrategies run(std::string* unshardable, bool share) {
+    const std::size_t n_nodes = st_.nodes.size();
+    out_.assign(n_nodes, nullptr);
+    first_.assign(st_.blocks.size() + 1, int(n_nodes));
+    for (std::size_t v = n_nodes; v-- > 0;) first_[std::size_t(st_.nodes[v].block)] = int(v);
+    for (std::size_t b = st_.blocks.size(); b-- > 0;) first_[b] = std::min(first_[b], first_[b + 1]);
+    for (std::size_t v = 0; v < n_nodes; ++v) {
       const SNode& n = st_.nodes[v];
+      if (share) {
+        if (const int u = repeat_of(int(v)); u >= 0) {
+          out_[v] = out_[std::size_t(u)];
+          continue;
+        }
+      }
+      out_[v] = std::make_shared<std::vector<Strategy>>();
       switch (n.kind) {
         case NodeKind::matmul: enumerate_matmul(int(v)); break;
         case NodeKind::embedding: enumerate_embedding(int(v)); break;
@@ -105,12 +118,40 @@ class Enumerator {
           else enumerate_tensor(int(v));
           break;
       }
-      if (out_[v].empty() && unshardable && unshardable->empty()) *unshardable = n.op->name;
+      if (out_[v]->empty() && unshardable && unshardable->empty()) *unshardable = n.op->name;
     }
-    return std::move(out_);
+    NodeStrategies r;
+    r.lists.assign(out_.begin(), out_.end());
+    return r;
   }
 
  private:
+  // The node one identical block before v whose strategies v's equal (see
+  // NodeStrategies), or -1. Everything the enumeration of a node reads is compared.
+  int repeat_of(int v) const {
+    const SNode& n = st_.nodes[std::size_t(v)];
+    const std::size_t pos = std::size_t(n.block);
+    if (pos == 0 || p_.blocks[pos] != p_.blocks[pos - 1]) return -1;
+    const int u = v - (first_[pos] - first_[pos - 1]);
+    if (u < first_[pos - 1] || u >= first_[pos]) return -1;
+    const SNode& m = st_.nodes[std::size_t(u)];
+    auto same_tensor = [](const Tensor& a, const Tensor& b) {
+      return a.rows_q == b.rows_q && a.cols_q == b.cols_q && a.bytes == b.bytes && a.cols_are_heads == b.cols_are_heads;
+    };
+    auto same_offset = [&](int a, int b) { return (a < 0 && b < 0) || (a >= 0 && b >= 0 && u - a == v - b); };
+    if (m.op != n.op || m.kind != n.kind || m.follows != n.follows || !same_tensor(m.in, n.in) || !same_tensor(m.out, n.out) ||
+        !same_offset(m.pred, n.pred) || !same_offset(m.skip, n.skip) || m.tied != n.tied || m.tied_sync != n.tied_sync ||
+        m.recomputed != n.recomputed || m.core != n.core || m.markers.size() != n.markers.size())
+      return -1;
+    for (std::size_t i = 0; i < n.markers.size(); ++i)
+      if (m.markers[i].op != n.markers[i].op || m.markers[i].output != n.markers[i].output) return -1;
+    const BlockInfo& bu = st_.blocks[std::size_t(m.block)];
+    const BlockInfo& bv = st_.blocks[pos];
+    if (bu.block != bv.block || bu.recompute != bv.recompute || (bu.last_node == u) != (bv.last_node == v)) return -1;
+    if (n.follows && out_[std::size_t(st_.leader(u))] != out_[std::size_t(st_.leader(v))]) return -1;
+    return u;
+  }
+
   OpWork work(const Op& op, const OpShards& s) const { return op_work(op, s, km_, p_.rules.compute, p_.rules.weight_gemm); }
 
   // The data axes of a strategy: mesh axes (size > 1) where `on` splits rows while the
@@ -236,7 +277,7 @@ class Enumerator {
       x.weights = weight_memory(params, p_.rules, z, d);
       mark_zero(x, sync, z);
       x.ilp_cost = x.cost.amortised(p_.micro_batches);
-      out_[std::size_t(v)].push_back(std::move(x));
+      out_[std::size_t(v)]->push_back(std::move(x));
     }
   }
 
@@ -424,7 +465,7 @@ class Enumerator {
   }
 
   void follow(int v) {
-    const std::vector<Strategy>& lead = out_[std::size_t(st_.leader(v))];
+    const std::vector<Strategy>& lead = *out_[std::size_t(st_.leader(v))];
     for (const auto& l : lead) {
       Strategy s;
       s.out = l.out;
@@ -440,7 +481,8 @@ class Enumerator {
   const ClusterModel& c_;
   const LogicalMesh& m_;
   KernelModel km_;
-  std::vector<std::vector<Strategy>> out_;
+  std::vector<std::shared_ptr<std::vector<Strategy>>> out_;
+  std::vector<int> first_;  // per block position: its first node (one past the end at the back)
 };
 
 }  // namespace
@@ -450,9 +492,15 @@ Seconds reshard(const ClusterModel& c, const LogicalMesh& m, const Spec& from, c
   return reshard_one_way(c, m, from, to, bytes) + reshard_one_way(c, m, to, from, bytes);
 }
 
-std::vector<std::vector<Strategy>> enumerate_strategies(const IntraOpProblem& p, const LoweredStage& st,
-                                                        std::string* unshardable) {
-  return Enumerator(p, st).run(unshardable);
+NodeStrategies enumerate_strategies(const IntraOpProblem& p, const LoweredStage& st, std::string* unshardable, bool share) {
+  return Enumerator(p, st).run(unshardable, share);
+}
+
+std::size_t NodeStrategies::distinct() const {
+  std::vector<const std::vector<Strategy>*> seen;
+  for (const auto& l : lists) seen.push_back(l.get());
+  std::sort(seen.begin(), seen.end(), std::less<>());
+  return std::size_t(std::unique(seen.begin(), seen.end()) - seen.begin());
 }
 
 }  // namespace clustersim::search

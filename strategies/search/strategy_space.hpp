@@ -20,6 +20,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,9 +55,22 @@ struct Strategy {
 };
 
 // Strategies per node (followers: one per strategy of their leader, in its order).
+// A node that repeats the node one identical block earlier (same op, tensors, markers,
+// flags, block, offsets of its producer and skip input, and a leader whose list is the
+// same) shares that node's list: the enumeration reads nothing else, so the values are
+// the ones a fresh enumeration gives, and a stage of k identical layers is enumerated
+// about twice instead of k times (the first layer and the second differ at their input).
+struct NodeStrategies {
+  std::vector<std::shared_ptr<const std::vector<Strategy>>> lists;  // one per node
+  const std::vector<Strategy>& operator[](std::size_t v) const { return *lists[v]; }
+  std::size_t size() const { return lists.size(); }
+  std::size_t distinct() const;  // lists actually enumerated (the rest are shared)
+};
+
 // `unshardable` receives the first op with no strategy that divides evenly ("" if none).
-std::vector<std::vector<Strategy>> enumerate_strategies(const IntraOpProblem& p, const LoweredStage& st,
-                                                        std::string* unshardable);
+// `share` false enumerates every node afresh (tests compare the two).
+NodeStrategies enumerate_strategies(const IntraOpProblem& p, const LoweredStage& st, std::string* unshardable,
+                                    bool share = true);
 
 // Seconds to turn a tensor of `bytes` held as `from` into `to` (forward) plus its
 // gradient back: per axis an all-gather where a split is dropped, an all-to-all where
