@@ -170,7 +170,7 @@ TEST_CASE("axes over a name or a whole section, or a base with a problem, parse 
   CHECK_FALSE(named.base_scenario);
   CHECK(check_points_parse_alike(named) == 0);
   const auto whole_plan = parse_ok(json::parse(R"({"name": "p", "base": "default", "axes": [
-      {"field": "/plan", "values": [{"search": "alpa"}, {"dp": 16}, 3]}]})"));
+      {"field": "/plan", "values": [{"search": "alpa"}, {"dp": 16, "tp": 1, "pp": 1}, 3]}]})"));
   CHECK_FALSE(whole_plan.base_scenario);
   CHECK(check_points_parse_alike(whole_plan) == 1);
   // A base whose plan does not tile the cluster: the points that fix it are valid.
