@@ -444,12 +444,6 @@ Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<
     impl_->exec("PRAGMA foreign_keys = ON");
     return;
   }
-  // A new database gets 16 KiB pages (SQLite's default is 4 KiB; it can only be set
-  // before the first write, and WAL mode writes): a sweep row is 3-4 KB of JSON, so at 4
-  // KiB nearly every row took a page of its own, and every page is written twice (to
-  // the WAL, then checkpointed). Larger pages hold several rows and halve the writes'
-  // system time (results/README.md, benchmark). An existing database keeps its pages.
-  if (tables == 0 && version == 0) impl_->exec("PRAGMA page_size = 16384");
   // WAL lets readers (db list, plots) run while a sweep writes; NORMAL sync in WAL mode
   // survives a killed process (not a power cut), which is what a sweep's resume needs.
   impl_->exec_retrying_busy("PRAGMA journal_mode = WAL");
