@@ -14,7 +14,6 @@
 
 namespace clustersim::runner {
 
-using detail::EstimatorCache;
 using detail::Outcome;
 using Clock = std::chrono::steady_clock;
 
@@ -43,7 +42,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   std::vector<std::thread> workers;
   for (unsigned j = 0; j < sum.jobs; ++j) {
     workers.emplace_back([&] {
-      EstimatorCache cache;
+      detail::Worker worker(spec);
       std::vector<Outcome> local;
       auto flush = [&] {
         std::lock_guard lock(mutex);
@@ -58,7 +57,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options) {
         const std::size_t first = next.fetch_add(chunk);
         if (first >= total) break;
         for (std::size_t i = first; i < std::min(total, first + chunk) && !stopping(); ++i)
-          if (!resume.done(i)) local.push_back(detail::evaluate(spec, i, done, cache));
+          if (!resume.done(i)) local.push_back(detail::evaluate(spec, i, done, worker));
         flush();
       }
       flush();

@@ -24,16 +24,20 @@ std::string join_problems(const std::vector<Problem>& ps) {
   return out;
 }
 
-// The key of a point that failed: its document's hash (it may have no scenario).
-std::string failure_key(const SweepPoint& p) { return results::fnv1a64_hex(results::dump(p.doc)); }
+// The key of a point that failed: its document's hash (it may have no scenario). The
+// document is built only here: valid points are parsed without it (sweep_scenario).
+std::string failure_key(const SweepSpec& spec, std::size_t index) {
+  return results::fnv1a64_hex(results::dump(sweep_point(spec, index).doc));
+}
 
 // Whether the stored point `d` still derives to its stored key.
 bool rederives(const SweepSpec& spec, const results::Database::DonePoint& d) {
   if (d.index < 0 || static_cast<std::size_t>(d.index) >= spec.point_count()) return false;
-  const SweepPoint p = sweep_point(spec, static_cast<std::size_t>(d.index));
-  if (d.failed) return failure_key(p) == d.key;
+  const auto index = static_cast<std::size_t>(d.index);
+  if (d.failed) return failure_key(spec, index) == d.key;
   Diagnostics diag(spec.file);
-  const Scenario s = parse_scenario(p.doc, diag);
+  nlohmann::json axes;
+  const Scenario s = sweep_scenario(spec, index, axes, diag);
   return diag.ok() && results::scenario_text(s).hash == d.key;
 }
 
@@ -91,15 +95,16 @@ const std::string& EstimatorCache::tool_json(const std::string& method, const Es
   return text;
 }
 
-Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, EstimatorCache& cache) {
+Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, Worker& worker) {
+  EstimatorCache& cache = worker.estimators;
   Outcome o;
   o.index = index;
-  const SweepPoint p = sweep_point(spec, index);
   Diagnostics diag(fmt::format("{} (point {})", spec.file, index));
-  const Scenario s = parse_scenario(p.doc, diag);
+  nlohmann::json axes;
+  const Scenario s = worker.points.parse(index, axes, diag);
   auto failed = [&](std::string error, Outcome::Kind kind) {
-    o.key = failure_key(p);
-    o.axes_json = results::dump(p.axes);
+    o.key = failure_key(spec, index);
+    o.axes_json = results::dump(axes);
     o.error = std::move(error);
     o.kind = done.count(o.key) ? Outcome::Kind::already_done : kind;
     return std::move(o);
@@ -152,7 +157,7 @@ Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done,
     // read from the result tree's "tool" when simulated, the point).
     results::RunRecord record = make_run_record(s, nlohmann::json(), std::move(result), spec.method);
     record.point_index = static_cast<std::int64_t>(index);
-    record.axes = p.axes;
+    record.axes = std::move(axes);
     o.row = results::run_row(record, results::run_documents(s, std::move(text), std::move(result_text)),
                              &cache.provenance_json(record.hardware));
     o.kind = Outcome::Kind::stored;

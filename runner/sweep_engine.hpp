@@ -52,11 +52,18 @@ class EstimatorCache {
   std::map<std::string, std::string, std::less<>> tool_;
 };
 
+// What a worker keeps from one point to the next.
+struct Worker {
+  explicit Worker(const SweepSpec& spec) : points(spec) {}
+  EstimatorCache estimators;
+  SweepPointParser points;
+};
+
 // Keys of the points already stored or recorded as failed (Database::done_points).
 using DoneKeys = std::set<std::string>;
 
 // Evaluates point `index` of `spec` (everything but storing it).
-Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, EstimatorCache& cache);
+Outcome evaluate(const SweepSpec& spec, std::size_t index, const DoneKeys& done, Worker& worker);
 
 // What earlier runs of the same sweep left in the database. The sweep's identity (base
 // document, axes, method, skip rule) already matched to find its id, so a stored point

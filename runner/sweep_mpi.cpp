@@ -356,7 +356,7 @@ MpiSweepResult run_worker(const std::string& sweep_file, const SweepOptions& opt
   for (int i = 0; i < chunks_ahead; ++i) send_bytes(request, 0, tag_results);
   int pending = chunks_ahead;  // requests not answered yet
   bool stop = false;
-  detail::EstimatorCache cache;
+  detail::Worker worker(spec);
   std::string message;
   const auto start = Clock::now();
   while (pending > 0) {
@@ -369,7 +369,7 @@ MpiSweepResult run_worker(const std::string& sweep_file, const SweepOptions& opt
     for (std::uint64_t i = work.first; i < work.first + work.count; ++i) {
       // On a stop request the rest of the chunk is left for the rerun.
       if (options.stop && options.stop->load() != 0) break;
-      const Outcome o = detail::evaluate(spec, static_cast<std::size_t>(i), done, cache);
+      const Outcome o = detail::evaluate(spec, static_cast<std::size_t>(i), done, worker);
       ++sum.handled;
       detail::encode(o, message);
     }

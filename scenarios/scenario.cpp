@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <filesystem>
 #include <fmt/format.h>
 #include <utility>
@@ -603,7 +604,17 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
 namespace {
 
 
-std::string si(double v, const char* unit) { return fmt::format("{:.17g}{}", v, unit); }
+// printf's "%.17g" and the unit. std::to_chars with a precision is specified as printf
+// and gives fmt's "{:.17g}" bytes (the canonical text, hence the scenario hash, is
+// unchanged), without fmt's run-time format parsing: 7 k instructions a call, four
+// calls per sweep point (results/README.md, benchmark).
+std::string si(double v, const char* unit) {
+  char buf[64];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17).ptr;
+  std::string out(buf, end);
+  out += unit;
+  return out;
+}
 
 }  // namespace
 
@@ -620,6 +631,21 @@ std::string_view to_string(ElementType e) { return enum_name(element_type_names,
 std::string_view to_string(CpAlgorithm e) { return enum_name(cp_algorithm_names, e); }
 std::string_view to_string(FsdpSharding e) { return enum_name(fsdp_sharding_names, e); }
 
+namespace {
+// What follows the sections' parsers in parse_scenario and reparse_sections alike: the
+// default framework (it depends on the training and the plan sections, so it is
+// derived again whichever of them changed) and the cross-field rules.
+void finish_scenario(Scenario& s, Diagnostics& diag, std::size_t problems_before) {
+  FrameworkSpec& f = s.training.framework;
+  if (!f.given)
+    f.name = mixed_precision(s.training.precision) ? Framework::megatron
+             : s.plan.zero >= 2                    ? Framework::pytorch_fsdp
+                                                   : Framework::pytorch_ddp;
+  // Cross-field rules only make sense once every field parsed.
+  if (diag.count() == problems_before) check_consistency(s, diag);
+}
+}  // namespace
+
 Scenario parse_scenario(const nlohmann::json& doc, Diagnostics& diag) {
   Scenario s;
   s.source = diag.file();
@@ -633,10 +659,34 @@ Scenario parse_scenario(const nlohmann::json& doc, Diagnostics& diag) {
   if (const auto* c = r.object("cluster")) parse_cluster(*c, s.cluster, diag);
   if (const auto* p = r.object("plan")) parse_plan(*p, s.plan, diag);
   if (const auto* sim = r.object("simulation", false)) parse_simulation(*sim, s.simulation, diag);
-  if (!s.training.framework.given && !mixed_precision(s.training.precision) && s.plan.zero >= 2)
-    s.training.framework.name = Framework::pytorch_fsdp;
-  // Cross-field rules only make sense once every field parsed.
-  if (diag.count() == before) check_consistency(s, diag);
+  finish_scenario(s, diag, before);
+  return s;
+}
+
+Scenario reparse_sections(const Scenario& base, const SectionDocs& edited, Diagnostics& diag) {
+  Scenario s = base;
+  s.source = diag.file();
+  const std::size_t before = diag.count();
+  // Each edited section starts from its defaults, as in parse_scenario: a field left
+  // unset by a problem must not keep the base's value (it would change later messages).
+  // A section that is not an object is reported as ObjectReader::object does.
+  const auto section = [&](const nlohmann::json* j, const char* key) -> const nlohmann::json* {
+    if (!j) return nullptr;
+    if (j->is_object()) return j;
+    diag.error(std::string("/") + key, fmt::format("expected an object, got {}", describe(*j)));
+    return nullptr;
+  };
+  if (edited.model) s.model = ModelSpec{};
+  if (edited.training) s.training = TrainingSpec{};
+  if (edited.cluster) s.cluster = ClusterSpec{};
+  if (edited.plan) s.plan = PlanSpec{};
+  if (edited.simulation) s.simulation = SimulationSpec{};
+  if (const auto* m = section(edited.model, "model")) parse_model(*m, s.model, diag);
+  if (const auto* t = section(edited.training, "training")) parse_training(*t, s.training, diag);
+  if (const auto* c = section(edited.cluster, "cluster")) parse_cluster(*c, s.cluster, diag);
+  if (const auto* p = section(edited.plan, "plan")) parse_plan(*p, s.plan, diag);
+  if (const auto* sim = section(edited.simulation, "simulation")) parse_simulation(*sim, s.simulation, diag);
+  finish_scenario(s, diag, before);
   return s;
 }
 

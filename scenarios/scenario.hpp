@@ -238,6 +238,20 @@ struct Scenario {
 
 // Parses and validates; problems go to `diag` (nothing throws for bad content).
 Scenario parse_scenario(const nlohmann::json& doc, Diagnostics& diag);
+// The section documents of a scenario that changed (nullptr: unchanged).
+struct SectionDocs {
+  const nlohmann::json* model = nullptr;
+  const nlohmann::json* training = nullptr;
+  const nlohmann::json* cluster = nullptr;
+  const nlohmann::json* plan = nullptr;
+  const nlohmann::json* simulation = nullptr;
+};
+// `base` (parsed without a problem) with the sections in `edited` parsed again by
+// parse_scenario's own section parsers, then the same cross-field defaults and rules:
+// the scenario and the problems parse_scenario gives for the base's document with those
+// sections replaced, without parsing the others again (a sweep point, scenarios/sweep).
+// The name, description and source stay the base's, but source becomes diag.file().
+Scenario reparse_sections(const Scenario& base, const SectionDocs& edited, Diagnostics& diag);
 // Reads, parses and validates a file; throws InputError listing every problem.
 Scenario load_scenario(const std::string& file);
 // The cross-field rules (plan tiles the cluster, batch splits evenly, layers split

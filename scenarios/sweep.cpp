@@ -2,7 +2,9 @@
 // point (mixed-radix index over the axes, the last axis fastest).
 #include "scenarios/sweep.hpp"
 
+#include <array>
 #include <cmath>
+#include <optional>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -20,6 +22,10 @@ bool is_scenario_section(const std::string& key) {
     if (key == k) return true;
   return false;
 }
+
+std::string short_name(const std::string& pointer) { return pointer.substr(pointer.rfind('/') + 1); }
+
+std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 // Values of one field: a "values" list or a "range".
 std::vector<nlohmann::json> parse_values(ObjectReader& r) {
@@ -99,8 +105,24 @@ void parse_field(const nlohmann::json& j, const std::string& path, Diagnostics& 
     diag.error(r.path("field"), fmt::format("expected a JSON pointer such as \"/plan/tp\", got \"{}\"", *field));
     return;
   }
+  // "/cluster/intra_node/bandwidth": section "cluster", "/intra_node/bandwidth" inside it.
+  // A "-" token appends to an array: setting it again at every point would not give the
+  // same document, so such a field is set on the whole document (sweep_point).
+  const std::size_t second = field->find('/', 1);
+  const bool appends = field->find("/-/") != std::string::npos || field->ends_with("/-");
+  int section = -1;
+  if (second != std::string::npos && !appends)
+    for (int k = 0; k < static_cast<int>(std::size(scenario_sections)); ++k)
+      if (std::string_view(*field).substr(1, second - 1) == scenario_sections[k]) section = k;
+  std::vector<std::string> labels;
+  labels.reserve(values.size());
+  for (const auto& v : values) labels.push_back(value_text(v));
   axis.fields.push_back(*field);
   axis.values.push_back(std::move(values));
+  axis.pointers.emplace_back(*field);
+  axis.in_section.emplace_back(section < 0 ? std::string() : field->substr(second));
+  axis.labels.push_back(std::move(labels));
+  axis.sections.push_back(section);
 }
 
 SweepAxis parse_axis(const nlohmann::json& j, const std::string& path, Diagnostics& diag) {
@@ -124,10 +146,6 @@ SweepAxis parse_axis(const nlohmann::json& j, const std::string& path, Diagnosti
   parse_field(j, path, diag, axis);
   return axis;
 }
-
-std::string short_name(const std::string& pointer) { return pointer.substr(pointer.rfind('/') + 1); }
-
-std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 }  // namespace
 
@@ -209,6 +227,17 @@ SweepSpec parse_sweep(const nlohmann::json& doc, const std::string& file, Diagno
           diag.error(json_path(r.path("axes"), i), fmt::format("field \"{}\": {}", field, p.message));
     }
   }
+  if (!diag.ok()) return spec;
+  // Points are parsed section by section only from a base without problems: a problem
+  // of an unedited section would otherwise be reported by parse_scenario and not here.
+  bool in_sections = true;
+  for (const auto& a : spec.axes)
+    for (const int k : a.sections) in_sections = in_sections && k >= 0;
+  if (in_sections) {
+    Diagnostics base_diag(spec.base_file);
+    auto base = std::make_shared<Scenario>(parse_scenario(spec.base, base_diag));
+    if (base_diag.ok()) spec.base_scenario = std::move(base);
+  }
   return spec;
 }
 
@@ -220,31 +249,77 @@ SweepSpec load_sweep(const std::string& file) {
   return s;
 }
 
+namespace {
+
+// The value index of each axis at point `index` (mixed radix, the last axis fastest).
+std::vector<std::size_t> digits(const SweepSpec& spec, std::size_t index) {
+  std::vector<std::size_t> digit(spec.axes.size());
+  for (std::size_t i = spec.axes.size(); i-- > 0;) {
+    digit[i] = index % spec.axes[i].size();
+    index /= spec.axes[i].size();
+  }
+  return digit;
+}
+
+// Calls f(axis, field, value) for every field the point sets, in the sweep file's order,
+// and returns the point's name ("bench [tp=2 zero=1]").
+template <class F>
+std::string for_each_value(const SweepSpec& spec, std::size_t index, F&& f) {
+  const std::vector<std::size_t> digit = digits(spec, index);
+  std::string label;
+  for (std::size_t i = 0; i < spec.axes.size(); ++i) {
+    const auto& a = spec.axes[i];
+    for (std::size_t k = 0; k < a.fields.size(); ++k) {
+      f(a, k, a.values[k][digit[i]]);
+      if (!label.empty()) label += ' ';
+      label.append(short_name(a.fields[k])).append(1, '=').append(a.labels[k][digit[i]]);
+    }
+  }
+  return spec.name + " [" + label + "]";
+}
+
+}  // namespace
+
 SweepPoint sweep_point(const SweepSpec& spec, std::size_t index) {
   SweepPoint p;
   p.index = index;
   p.doc = spec.base;
   p.axes = nlohmann::json::object();
-  std::vector<std::size_t> digit(spec.axes.size());
-  std::size_t rest = index;
-  for (std::size_t i = spec.axes.size(); i-- > 0;) {
-    digit[i] = rest % spec.axes[i].size();
-    rest /= spec.axes[i].size();
-  }
-  std::string label;
-  for (std::size_t i = 0; i < spec.axes.size(); ++i) {
-    const auto& a = spec.axes[i];
-    for (std::size_t f = 0; f < a.fields.size(); ++f) {
-      const auto& v = a.values[f][digit[i]];
-      p.doc[nlohmann::json::json_pointer(a.fields[f])] = v;
-      p.axes[a.fields[f]] = v;
-      if (!label.empty()) label += ' ';
-      label.append(short_name(a.fields[f])).append(1, '=').append(value_text(v));
-    }
-  }
+  const std::string name = for_each_value(spec, index, [&](const SweepAxis& a, std::size_t k, const nlohmann::json& v) {
+    p.doc[a.pointers[k]] = v;
+    p.axes[a.fields[k]] = v;
+  });
   // Axes over name/description are allowed; otherwise the point is named by its values.
-  if (!p.axes.contains("/name")) p.doc["name"] = spec.name + " [" + label + "]";
+  if (!p.axes.contains("/name")) p.doc["name"] = name;
   return p;
+}
+
+Scenario sweep_scenario(const SweepSpec& spec, std::size_t index, nlohmann::json& axes, Diagnostics& diag) {
+  return SweepPointParser(spec).parse(index, axes, diag);
+}
+
+Scenario SweepPointParser::parse(std::size_t index, nlohmann::json& axes, Diagnostics& diag) {
+  const SweepSpec& spec = spec_;
+  if (!spec.base_scenario) {
+    SweepPoint p = sweep_point(spec, index);
+    axes = std::move(p.axes);
+    return parse_scenario(p.doc, diag);
+  }
+  axes = nlohmann::json::object();
+  const std::string name = for_each_value(spec, index, [&](const SweepAxis& a, std::size_t k, const nlohmann::json& v) {
+    const auto section = static_cast<std::size_t>(a.sections[k]);
+    auto& doc = docs_[section];
+    if (!doc) {
+      const auto it = spec.base.find(scenario_sections[section]);
+      doc = it == spec.base.end() ? nlohmann::json() : *it;
+    }
+    (*doc)[a.in_section[k]] = v;
+    axes[a.fields[k]] = v;
+  });
+  const auto at = [&](std::size_t k) { return docs_[k] ? &*docs_[k] : nullptr; };
+  Scenario s = reparse_sections(*spec.base_scenario, {at(0), at(1), at(2), at(3), at(4)}, diag);
+  s.name = name;
+  return s;
 }
 
 nlohmann::json identity(const SweepSpec& spec) {

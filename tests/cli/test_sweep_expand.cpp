@@ -111,3 +111,74 @@ TEST_CASE("sweep mistakes name the sweep file's JSON path", "[sweep]") {
             "/axes: expected a non-empty list"));
   CHECK(has(problems(json::parse(R"({"base": "default", "axis": []})")), "unknown key \"axis\"; did you mean \"axes\"?"));
 }
+
+namespace {
+// Every point of `spec` two ways: parse_scenario of the whole document (sweep_point) and
+// sweep_scenario (the base parsed once, the edited sections again). Same canonical
+// scenario, same axes, same problems with the same paths and messages.
+std::size_t check_points_parse_alike(const clustersim::SweepSpec& spec) {
+  std::size_t invalid = 0;
+  for (std::size_t i = 0; i < spec.point_count(); ++i) {
+    Diagnostics whole("sweep.json (point)"), sections("sweep.json (point)");
+    const auto p = sweep_point(spec, i);
+    const auto expected = clustersim::parse_scenario(p.doc, whole);
+    json axes;
+    const auto got = clustersim::sweep_scenario(spec, i, axes, sections);
+    std::vector<std::string> want, have;
+    for (const auto& x : whole.problems()) want.push_back(x.to_string());
+    for (const auto& x : sections.problems()) have.push_back(x.to_string());
+    INFO("point " << i << ": " << p.axes.dump());
+    CHECK(have == want);
+    CHECK(axes == p.axes);
+    if (whole.ok()) CHECK(clustersim::to_json_text(got) == clustersim::to_json_text(expected));
+    else ++invalid;
+  }
+  return invalid;
+}
+}  // namespace
+
+TEST_CASE("a point parsed section by section equals the point's whole document parsed", "[sweep]") {
+  // Valid and invalid points in every edited section: a bandwidth with and without its
+  // unit, a plan that does not tile the cluster, a batch that does not split, ZeRO
+  // stages that change the default framework of an fp32 base, and a simulation section
+  // the base does not have.
+  json base = json::parse(clustersim::default_scenario_text());
+  base["training"]["precision"] = "fp32";
+  base.erase("simulation");
+  const auto spec = parse_ok(json{{"name", "s"}, {"base", base}, {"axes", json::parse(R"([
+      {"field": "/cluster/intra_node/bandwidth", "values": ["300GBps", 300]},
+      {"field": "/training/micro_batch", "values": [1, 3, -2]},
+      {"zip": [{"field": "/plan/dp", "values": [16, 8, 5]}, {"field": "/plan/tp", "values": [1, 2, 2]}]},
+      {"field": "/plan/zero", "values": [0, 2, 3]},
+      {"field": "/simulation/seed", "values": [7]}])")}});
+  REQUIRE(spec.base_scenario);
+  const std::size_t invalid = check_points_parse_alike(spec);
+  const std::size_t valid_points = 1 * 1 * 2 * 3 * 1;  // 300GBps, micro-batch 1, dp 16 or 8
+  INFO("expected " << spec.point_count() - valid_points << " invalid points, got " << invalid);
+  CHECK(invalid == spec.point_count() - valid_points);
+  // The default framework follows the edited plan: fp32 with ZeRO 2 or 3 is FSDP.
+  Diagnostics diag("point");
+  json axes;
+  CHECK(clustersim::sweep_scenario(spec, 1, axes, diag).training.framework.name ==
+        clustersim::Framework::pytorch_fsdp);
+  CHECK(clustersim::sweep_scenario(spec, 0, axes, diag).training.framework.name == clustersim::Framework::pytorch_ddp);
+}
+
+TEST_CASE("axes over a name or a whole section, or a base with a problem, parse the whole document", "[sweep]") {
+  const auto named = parse_ok(json::parse(R"({"name": "n", "base": "default", "axes": [
+      {"field": "/name", "values": ["a", "b"]}, {"field": "/plan/zero", "values": [0, 1]}]})"));
+  CHECK_FALSE(named.base_scenario);
+  CHECK(check_points_parse_alike(named) == 0);
+  const auto whole_plan = parse_ok(json::parse(R"({"name": "p", "base": "default", "axes": [
+      {"field": "/plan", "values": [{"search": "alpa"}, {"dp": 16, "tp": 1, "pp": 1}, 3]}]})"));
+  CHECK_FALSE(whole_plan.base_scenario);
+  CHECK(check_points_parse_alike(whole_plan) == 1);
+  // A base whose plan does not tile the cluster: the points that fix it are valid.
+  json base = json::parse(clustersim::default_scenario_text());
+  base["plan"]["dp"] = 3;
+  const auto fixed = parse_ok(json{{"name", "f"}, {"base", base}, {"axes", json::parse(R"([
+      {"zip": [{"field": "/plan/dp", "values": [3, 16]}, {"field": "/plan/tp", "values": [1, 1]}]},
+      {"field": "/plan/zero", "values": [0, 1]}])")}});
+  CHECK_FALSE(fixed.base_scenario);
+  CHECK(check_points_parse_alike(fixed) == 2);
+}

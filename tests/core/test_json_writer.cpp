@@ -6,6 +6,7 @@
 // written as integers and doubles as doubles) and that it reads back to the same object.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fmt/format.h>
 #include <limits>
 
 #include "scenarios/json_reader.hpp"
@@ -142,4 +143,21 @@ TEST_CASE("predictions of shipped scenarios and plans write dump()'s text and re
     n += p.stages.size() > 1;
   }
   CHECK(n > 0);  // some prediction had several stages
+}
+
+TEST_CASE("the canonical scenario's quantities are printf's %.17g with their unit", "[json][scenarios]") {
+  // They are written with std::to_chars; fmt's "{:.17g}" wrote them before, and every
+  // stored scenario hash rests on those bytes. Awkward values: non-terminating binary
+  // fractions, 17 significant digits, exponents both ways.
+  for (const double bw : {300e9, 123.456789e9, 1.0 / 3.0 * 1e12, 12.5e9, 1e14, 1.25e5, 299792458.123456789}) {
+    for (const double lat : {3e-6, 0.3e-6, 1.0 / 7.0 * 1e-3, 0.0, 1.0, 2.5e-9}) {
+      Scenario s = default_scenario();
+      s.cluster.intra_node.bandwidth = bw;
+      s.cluster.intra_node.latency = lat;
+      const json intra = json::parse(to_json_text(s))["cluster"]["intra_node"];
+      INFO("bandwidth " << fmt::format("{:.17g}", bw) << ", latency " << fmt::format("{:.17g}", lat));
+      CHECK(intra["bandwidth"] == fmt::format("{:.17g}Bps", bw));
+      CHECK(intra["latency"] == fmt::format("{:.17g}s", lat));
+    }
+  }
 }

@@ -111,11 +111,11 @@ TEST_CASE("outcomes cross between ranks as bytes and come back identical", "[run
   Diagnostics diag("<test>");
   const SweepSpec spec = parse_sweep(nlohmann::json::parse(small_sweep), "<test>", diag);
   REQUIRE(diag.ok());
-  runner::detail::EstimatorCache cache;
+  runner::detail::Worker worker(spec);
   std::string bytes;
   std::vector<runner::detail::Outcome> sent;
   for (std::size_t i : {0u, 1u, 24u, 59u}) {  // 24: tp = 3, a failed point
-    sent.push_back(runner::detail::evaluate(spec, i, {}, cache));
+    sent.push_back(runner::detail::evaluate(spec, i, {}, worker));
     runner::detail::encode(sent.back(), bytes);
   }
   REQUIRE(sent[2].kind == runner::detail::Outcome::Kind::failed);

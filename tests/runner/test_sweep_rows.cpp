@@ -20,11 +20,11 @@ TEST_CASE("a sweep point's row from text equals the row of the same run's trees"
                                     {"dp": 2, "tp": 4, "pp": 2, "schedule": "interleaved", "virtual_stages": 2}]}]})"),
                                      "<test>", diag);
   REQUIRE(diag.ok());
-  runner::detail::EstimatorCache cache;
+  runner::detail::Worker worker(spec);
   std::size_t compared = 0;
   for (std::size_t i = 0; i < spec.point_count(); ++i) {
     INFO("point " << i);
-    const runner::detail::Outcome o = runner::detail::evaluate(spec, i, {}, cache);
+    const runner::detail::Outcome o = runner::detail::evaluate(spec, i, {}, worker);
     if (o.kind != runner::detail::Outcome::Kind::stored) continue;
     const SweepPoint p = sweep_point(spec, i);
     Diagnostics d("<test>");
