@@ -295,43 +295,13 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
 
   // Summary over the measured requests (arrived after the warm-up).
   ServeSummary& sm = out.summary;
-  sm.requests = i64(reqs.size());
-  std::vector<double> ttft, tpot, e2e;
-  Seconds window_start = -1, window_end = 0;
-  i64 good = 0;
-  double out_tokens = 0, transfer = 0;
-  for (const auto& rec : out.records) {
-    sm.makespan = std::max(sm.makespan, rec.last_token);
-    if (rec.arrival < s.workload.warmup) continue;
-    ++sm.measured;
-    ttft.push_back(rec.ttft());
-    e2e.push_back(rec.e2e());
-    if (rec.output > 1) tpot.push_back(rec.tpot());
-    if (window_start < 0) window_start = rec.arrival;
-    window_end = std::max(window_end, rec.last_token);
-    out_tokens += double(rec.output);
-    transfer += rec.kv_transfer;
-    const bool ok = (s.slo.ttft <= 0 || rec.ttft() <= s.slo.ttft) && (s.slo.tpot <= 0 || rec.tpot() <= s.slo.tpot) &&
-                    (s.slo.e2e <= 0 || rec.e2e() <= s.slo.e2e);
-    good += ok ? 1 : 0;
-  }
-  sm.ttft = percentiles(ttft);
-  sm.tpot = percentiles(tpot);
-  sm.e2e = percentiles(e2e);
+  summarize_requests(out.records, s.workload.warmup, s.slo, sm);
   sm.tbt = gaps.percentiles();
-  const double window = window_end - std::max(0.0, window_start);
-  if (window > 0) {
-    sm.throughput_rps = double(sm.measured) / window;
-    sm.output_tokens_per_s = out_tokens / window;
-    sm.goodput_rps = double(good) / window;
-  }
-  sm.slo_attainment = sm.measured ? double(good) / double(sm.measured) : 0;
   sm.iterations = iterations;
   sm.mean_batch_tokens = iterations ? batch_tokens / double(iterations) : 0;
   sm.kv_blocks = dcap.blocks;
   sm.kv_block_size = sc.block_size;
   sm.prefill_kv_blocks = disagg ? pcap.blocks : 0;
-  sm.kv_transfer_mean = sm.measured ? transfer / double(sm.measured) : 0;
   double used = 0, capacity = 0;
   for (std::size_t i = std::size_t(first_decode); i < reps.size(); ++i) {
     const auto& st = reps[i].sched->stats();
@@ -346,6 +316,48 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
   sm.kv_mean_use = capacity > 0 ? used / capacity : 0;
   sm.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;
+}
+
+void summarize_requests(const std::vector<ServeRecord>& records, Seconds warmup, const SloSpec& slo, ServeSummary& sm) {
+  sm.requests = i64(records.size());
+  sm.measured = 0;
+  sm.makespan = 0;
+  std::vector<double> ttft, tpot, e2e;
+  Seconds window_start = -1, window_end = 0;
+  i64 good = 0;
+  double out_tokens = 0, transfer = 0;
+  for (const auto& rec : records) {
+    sm.makespan = std::max(sm.makespan, rec.last_token);
+    if (rec.arrival < warmup) continue;
+    ++sm.measured;
+    ttft.push_back(rec.ttft());
+    e2e.push_back(rec.e2e());
+    if (rec.output > 1) tpot.push_back(rec.tpot());
+    if (window_start < 0) window_start = rec.arrival;
+    window_end = std::max(window_end, rec.last_token);
+    out_tokens += double(rec.output);
+    transfer += rec.kv_transfer;
+    const bool ok = (slo.ttft <= 0 || rec.ttft() <= slo.ttft) && (slo.tpot <= 0 || rec.tpot() <= slo.tpot) &&
+                    (slo.e2e <= 0 || rec.e2e() <= slo.e2e);
+    good += ok ? 1 : 0;
+  }
+  sm.ttft = percentiles(ttft);
+  sm.tpot = percentiles(tpot);
+  sm.e2e = percentiles(e2e);
+  const double window = window_end - std::max(0.0, window_start);
+  if (window > 0) {
+    sm.throughput_rps = double(sm.measured) / window;
+    sm.output_tokens_per_s = out_tokens / window;
+    sm.goodput_rps = double(good) / window;
+  }
+  sm.slo_attainment = sm.measured ? double(good) / double(sm.measured) : 0;
+  sm.kv_transfer_mean = sm.measured ? transfer / double(sm.measured) : 0;
+}
+
+Percentiles token_gap_percentiles(const std::vector<double>& gaps) {
+  GapHistogram h;
+  for (double g : gaps) h.add(g);
+  return h.percentiles();
 }
 
 nlohmann::json to_json(const ServeSummary& s) {

@@ -77,6 +77,15 @@ struct ServeOptions {
 // longest request's KV cache or a request cannot ever be scheduled.
 ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& cluster, const ServeOptions& opt = {});
 
+// The request-level figures of `sm` (requests, measured, makespan, TTFT/TPOT/E2E
+// percentiles, throughput, SLO attainment, goodput, mean KV transfer) from per-request
+// records, leaving out requests that arrived before `warmup`: the one rule for a
+// simulated run and for a measured one (runner/serving_import), so that both sides of a
+// comparison are the same statistics.
+void summarize_requests(const std::vector<ServeRecord>& records, Seconds warmup, const SloSpec& slo, ServeSummary& sm);
+// Percentiles of token gaps as a simulated run's tbt is computed (1% logarithmic bins).
+Percentiles token_gap_percentiles(const std::vector<double>& gaps);
+
 nlohmann::json to_json(const ServeSummary& s);
 // Per-request CSV (header + one line per request, by id).
 std::string requests_csv(const ServeResult& r);
