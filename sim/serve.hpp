@@ -3,8 +3,13 @@
 // replica, each replica's scheduler (strategies/serving_scheduler) forms its next
 // iteration whenever the previous one ends, and the batch-time model
 // (strategies/serving_batch) says how long it takes. Under disaggregation a request
-// prefills on a prefill instance, then its KV cache moves to a decode instance
-// (sim/serve.cpp: transfer_time) before it decodes there.
+// prefills on a prefill instance, then its KV cache moves to a decode instance before it
+// decodes there: the loop then runs as one SimGrid actor on the cluster's platform
+// (sim/platform, as the training replay's) and each transfer is a flow per tp rank from
+// the prefill GPU to the decode GPU, sharing NICs and links with the transfers running at
+// the same time; the controller waits for the next local event or the end of a transfer,
+// whichever comes first. That runs in a forked child (sim/child.hpp: one SimGrid engine
+// per process). Without disaggregation nothing crosses replicas and the loop runs alone.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
