@@ -76,9 +76,9 @@ int list(const DbOptions& o) {
   fmt::print("{:<5} {:<9} {:<10} {:<16} {:<7} {:<16} {:>5} {:>12} {:>12}  {}\n", "run", "kind", "method", "scenario hash",
              "family", "gpu", "gpus", "time (s)", "tokens/s", "scenario");
   for (const auto& r : rows) {
-    const bool measured = r["kind"] == "measured";
+    const bool measured = r["kind"] == "measured", serving = r["kind"] == "measured-serving";
     fmt::print("{:<5} {:<9} {:<10} {:<16} {:<7} {:<16} {:>5} {:>12} {:>12}  {}\n",
-               (measured ? "m" : "") + text_of(r["id"]), text_of(r["kind"]), text_of(r["method"]),
+               (measured ? "m" : serving ? "s" : "") + text_of(r["id"]), text_of(r["kind"]), text_of(r["method"]),
                text_of(r["scenario_hash"]), text_of(r["family"]), text_of(r["gpu"]), text_of(r["gpus"]),
                text_of(r["time_s"]), text_of(r["tokens_per_s"]), text_of(r["scenario"]));
   }
@@ -87,18 +87,22 @@ int list(const DbOptions& o) {
 
 int show(const DbOptions& o) {
   const Database db(o.db, Database::Mode::read_only);
-  const bool measured = !o.run.empty() && o.run[0] == 'm';
+  const bool measured = !o.run.empty() && o.run[0] == 'm', serving = !o.run.empty() && o.run[0] == 's';
+  const std::size_t prefix = measured || serving ? 1 : 0;
   std::int64_t id = 0;
   try {
     std::size_t used = 0;
-    id = std::stoll(o.run.substr(measured ? 1 : 0), &used);
-    if (used != o.run.size() - (measured ? 1 : 0)) throw std::invalid_argument(o.run);
+    id = std::stoll(o.run.substr(prefix), &used);
+    if (used != o.run.size() - prefix) throw std::invalid_argument(o.run);
   } catch (const std::exception&) {
-    throw InputError("command line", "RUN", "expected a run id such as 12 (simulated) or m3 (measured), got \"" +
-                                                  o.run + "\"");
+    throw InputError("command line", "RUN",
+                     "expected a run id such as 12 (simulated), m3 (measured) or s2 (measured serving), got \"" +
+                         o.run + "\"");
   }
-  auto row = measured ? db.measured_run(id) : db.simulated_run(id);
-  if (!row) throw InputError(o.db, "", fmt::format("no {} run {}", measured ? "measured" : "simulated", id));
+  auto row = measured ? db.measured_run(id) : serving ? db.measured_serving_run(id) : db.simulated_run(id);
+  if (!row)
+    throw InputError(o.db, "",
+                     fmt::format("no {} run {}", measured ? "measured" : serving ? "measured serving" : "simulated", id));
   json out = json::object();
   for (auto& [k, v] : row->items()) {
     if (k.size() > 5 && k.compare(k.size() - 5, 5, "_json") == 0) out[k.substr(0, k.size() - 5)] = parse_json_column(v);
@@ -691,11 +695,11 @@ const Registration db_command{
         c->add_option("--db", o->db, "results database")->capture_default_str();
         return c;
       };
-      auto* list_c = with_db(sub.add_subcommand("list", "runs, newest first (measured runs are mN)"));
+      auto* list_c = with_db(sub.add_subcommand("list", "runs, newest first (measured runs are mN, measured serving runs sN)"));
       list_c->add_option("--limit", o->limit, "at most this many rows")->capture_default_str();
       list_c->add_flag("--json", o->json, "JSON rows");
       auto* show_c = with_db(sub.add_subcommand("show", "one run with its scenario, result and provenance (JSON)"));
-      show_c->add_option("RUN", o->run, "run id (12) or measured run id (m3)")->required();
+      show_c->add_option("RUN", o->run, "run id (12), measured run id (m3) or measured serving run id (s2)")->required();
       auto* sweeps_c = with_db(sub.add_subcommand("sweeps", "sweeps with their stored and failed point counts"));
       sweeps_c->add_flag("--json", o->json, "JSON rows");
       auto* failed_c = with_db(sub.add_subcommand("failed", "the failed points of a sweep with their errors"));

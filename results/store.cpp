@@ -158,7 +158,7 @@ CREATE TABLE measured_serving_runs(
   file TEXT NOT NULL,
   gpu TEXT, engine TEXT, engine_version TEXT, torch TEXT, cuda TEXT,
   date_utc TEXT NOT NULL,
-  requests INTEGER NOT NULL,
+  request_count INTEGER NOT NULL,
   ttft_p50_s REAL, ttft_p90_s REAL, ttft_p99_s REAL,
   tpot_p50_s REAL, tpot_p90_s REAL, tpot_p99_s REAL,
   e2e_p50_s REAL, e2e_p90_s REAL, e2e_p99_s REAL,
@@ -742,7 +742,7 @@ std::int64_t Database::add_measured_serving(const MeasuredServingRecord& m) {
   const std::int64_t requests = sum.value("measured_requests", std::int64_t(0));
   return impl_->put(
       "INSERT OR IGNORE INTO measured_serving_runs(scenario_id, name, source, file, gpu, engine, engine_version, torch,"
-      " cuda, date_utc, requests, ttft_p50_s, ttft_p90_s, ttft_p99_s, tpot_p50_s, tpot_p90_s, tpot_p99_s, e2e_p50_s,"
+      " cuda, date_utc, request_count, ttft_p50_s, ttft_p90_s, ttft_p99_s, tpot_p50_s, tpot_p90_s, tpot_p99_s, e2e_p50_s,"
       " e2e_p90_s, e2e_p99_s, throughput_rps, output_tokens_per_s, summary_json, requests_json, environment_json,"
       " imported_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
       "SELECT id FROM measured_serving_runs WHERE scenario_id = ? AND source = ? AND name = ? AND date_utc = ?",
@@ -822,6 +822,13 @@ std::vector<Database::DonePoint> Database::done_point_list(std::int64_t sweep_id
 }
 
 std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
+  // A measured serving run has no step time or training throughput: those columns are null.
+  const std::string serving = version() >= 2
+                                  ? " UNION ALL"
+                                    " SELECT 'measured-serving', m.id, m.source, s.name, s.hash, s.model_family, s.gpu,"
+                                    "  s.gpus, NULL, NULL, m.imported_utc"
+                                    " FROM measured_serving_runs m JOIN scenarios s ON s.id = m.scenario_id"
+                                  : "";
   return impl_->rows(
       "SELECT * FROM ("
       " SELECT 'predicted' AS kind, r.id AS id, r.method AS method, s.name AS scenario, s.hash AS scenario_hash,"
@@ -831,8 +838,8 @@ std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
       " UNION ALL"
       " SELECT 'measured', m.id, m.source, s.name, s.hash, s.model_family, s.gpu, s.gpus, m.step_time_s,"
       "  m.tokens_per_s, m.imported_utc"
-      " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id)"
-      " ORDER BY created_utc DESC, kind, id DESC LIMIT ?",
+      " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id" +
+          serving + ") ORDER BY created_utc DESC, kind, id DESC LIMIT ?",
       {limit});
 }
 
@@ -852,6 +859,16 @@ std::optional<nlohmann::json> Database::measured_run(std::int64_t id) const {
   auto r = impl_->rows(
       "SELECT m.*, s.hash AS scenario_hash, s.name AS scenario_name, s.canonical_json AS scenario_json"
       " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id WHERE m.id = ?",
+      {id});
+  if (r.empty()) return std::nullopt;
+  return r.front();
+}
+
+std::optional<nlohmann::json> Database::measured_serving_run(std::int64_t id) const {
+  if (version() < 2) return std::nullopt;
+  auto r = impl_->rows(
+      "SELECT m.*, s.hash AS scenario_hash, s.name AS scenario_name, s.canonical_json AS scenario_json"
+      " FROM measured_serving_runs m JOIN scenarios s ON s.id = m.scenario_id WHERE m.id = ?",
       {id});
   if (r.empty()) return std::nullopt;
   return r.front();
@@ -886,7 +903,7 @@ std::vector<nlohmann::json> Database::serving_compare_rows() const {
 
 std::vector<nlohmann::json> Database::measured_serving_runs() const {
   return impl_->rows(
-      "SELECT m.id, m.name, m.source, m.file, m.gpu, m.engine, m.engine_version, m.date_utc, m.requests,"
+      "SELECT m.id, m.name, m.source, m.file, m.gpu, m.engine, m.engine_version, m.date_utc, m.request_count,"
       " m.ttft_p50_s, m.ttft_p90_s, m.e2e_p50_s, m.e2e_p90_s, m.throughput_rps, s.name AS scenario,"
       " s.hash AS scenario_hash FROM measured_serving_runs m JOIN scenarios s ON s.id = m.scenario_id ORDER BY m.id");
 }

@@ -194,9 +194,12 @@ class Database {
   std::vector<DonePoint> done_point_list(std::int64_t sweep_id, const std::string& method);
 
   // Reading. Rows are JSON objects whose keys are the column names.
-  std::vector<nlohmann::json> list_runs(std::int64_t limit) const;  // simulated and measured, newest first
+  // Simulated, measured and measured serving runs, newest first.
+  std::vector<nlohmann::json> list_runs(std::int64_t limit) const;
   std::optional<nlohmann::json> simulated_run(std::int64_t id) const;
   std::optional<nlohmann::json> measured_run(std::int64_t id) const;
+  // A measured serving run with its scenario columns (none before schema version 2).
+  std::optional<nlohmann::json> measured_serving_run(std::int64_t id) const;
   // Every measured run with the latest simulated run of `method` for the same scenario.
   std::vector<nlohmann::json> compare_rows(const std::string& method) const;
   // Every measured serving run with the latest served run ("clustersim serve --db") of the

@@ -205,6 +205,16 @@ TEST_CASE("db import-serving, serve --db and db compare --method served end to e
   const auto check = run("db check --db " + db.string());
   CHECK_THAT(check.output, Catch::Contains("measured_serving_runs") && Catch::Contains("9"));
 
+  // Listed and shown like the other runs: sN, with the per-request records and the provenance.
+  CHECK_THAT(run("db list --db " + db.string()).output, Catch::Contains("s1 ") && Catch::Contains("measured-serving"));
+  const json shown = json::parse(run("db show s1 --db " + db.string(), false).output);
+  CHECK(shown["name"] == "llama-1b/rate0");
+  CHECK(shown["requests"].size() == 50);  // every request as measured
+  CHECK(shown["request_count"] == 50);
+  CHECK(shown["environment"]["engine_version"] == "5.17.0");
+  CHECK(shown["summary"]["ttft_s"]["p50"].get<double>() == shown["ttft_p50_s"].get<double>());
+  CHECK(run("db show s99 --db " + db.string()).code == 1);
+
   const auto served = run("serve " + (dir / "llama-8b-rate4.json").string() + " --db " + db.string());
   INFO(served.output);
   REQUIRE(served.code == 0);

@@ -86,10 +86,10 @@ TEST_CASE("db import-serving: the engine's trace runs are stored with their summ
   for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].id == second[i].id);
   const results::Database db(db_file.string(), results::Database::Mode::read_only);
   CHECK(db.count("measured_serving_runs") == 9);
-  const auto rows = db.query("SELECT name, requests, ttft_p50_s, engine_version, json_array_length(requests_json) AS n"
+  const auto rows = db.query("SELECT name, request_count, ttft_p50_s, engine_version, json_array_length(requests_json) AS n"
                              " FROM measured_serving_runs WHERE name = 'llama-1b/rate0'");
   REQUIRE(rows.size() == 1);
-  CHECK(rows[0]["requests"] == 50);
+  CHECK(rows[0]["request_count"] == 50);
   CHECK(rows[0]["n"] == 50);
   CHECK(rows[0]["ttft_p50_s"].get<double>() == ttft_p50);
   CHECK(rows[0]["engine_version"] == "5.17.0");
