@@ -1,6 +1,8 @@
 // The serving simulator's speed goal (issue 15): a one-hour trace at 50 requests/s on
 // 8 replicas of a 70B model (180,000 requests) in at most 30 s on one core. Not run by
 // ctest: `build/bench/bench-serve [policy]` prints the wall time and the key figures.
+// `bench-serve disagg`: the same load on 4 prefill + 4 decode instances (tp 8 each, one
+// node each), every KV cache crossing the network as SimGrid flows (sim/serve.hpp).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -26,8 +28,13 @@ int main(int argc, char** argv) {
                  "output": {"dist": "uniform", "min": 16, "max": 512}},
     "slo": {"ttft": "1s", "tpot": "100ms"}
   })");
-  doc["serving"]["scheduler"]["policy"] = policy;
-  if (policy != "sarathi") doc["serving"]["scheduler"]["max_batched_tokens"] = 8192;
+  if (policy == "disagg") {
+    doc["serving"]["replicas"] = 4;
+    doc["serving"]["disaggregation"] = {{"prefill_replicas", 4}, {"tp", 8}};
+  } else {
+    doc["serving"]["scheduler"]["policy"] = policy;
+    if (policy != "sarathi") doc["serving"]["scheduler"]["max_batched_tokens"] = 8192;
+  }
   Diagnostics diag("<bench>");
   const ServingScenario s = parse_serving_scenario(doc, diag);
   diag.throw_if_errors();
@@ -38,8 +45,8 @@ int main(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto& m = r.summary;
   std::printf("%s: %lld requests, %lld iterations in %.2f s wall (goal 30 s); TTFT p50 %.0f ms p99 %.0f ms, "
-              "TPOT p50 %.1f ms, %.1f req/s, %lld preemptions\n",
+              "TPOT p50 %.1f ms, %.1f req/s, %lld preemptions, KV transfer mean %.2f ms\n",
               policy.c_str(), (long long)m.requests, (long long)m.iterations, wall, m.ttft.p50 * 1e3, m.ttft.p99 * 1e3,
-              m.tpot.p50 * 1e3, m.throughput_rps, (long long)m.preemptions);
+              m.tpot.p50 * 1e3, m.throughput_rps, (long long)m.preemptions, m.kv_transfer_mean * 1e3);
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "results/store.hpp"
 #include "results/svg.hpp"
 #include "runner/compare.hpp"
+#include "runner/serving_import.hpp"
 #include "runner/measured_import.hpp"
 #include "runner/store.hpp"
 #include "scenarios/json_reader.hpp"
@@ -41,6 +43,7 @@ struct DbOptions {
   std::vector<std::string> files;
   std::vector<std::int64_t> runs;  // plot latency-cdf
   std::string latency = "ttft";    // plot latency-cdf: ttft, tpot or e2e
+  std::string gpu, host, scenarios_out;  // import-serving
 };
 
 std::string text_of(const json& v) {
@@ -73,9 +76,9 @@ int list(const DbOptions& o) {
   fmt::print("{:<5} {:<9} {:<10} {:<16} {:<7} {:<16} {:>5} {:>12} {:>12}  {}\n", "run", "kind", "method", "scenario hash",
              "family", "gpu", "gpus", "time (s)", "tokens/s", "scenario");
   for (const auto& r : rows) {
-    const bool measured = r["kind"] == "measured";
+    const bool measured = r["kind"] == "measured", serving = r["kind"] == "measured-serving";
     fmt::print("{:<5} {:<9} {:<10} {:<16} {:<7} {:<16} {:>5} {:>12} {:>12}  {}\n",
-               (measured ? "m" : "") + text_of(r["id"]), text_of(r["kind"]), text_of(r["method"]),
+               (measured ? "m" : serving ? "s" : "") + text_of(r["id"]), text_of(r["kind"]), text_of(r["method"]),
                text_of(r["scenario_hash"]), text_of(r["family"]), text_of(r["gpu"]), text_of(r["gpus"]),
                text_of(r["time_s"]), text_of(r["tokens_per_s"]), text_of(r["scenario"]));
   }
@@ -84,18 +87,22 @@ int list(const DbOptions& o) {
 
 int show(const DbOptions& o) {
   const Database db(o.db, Database::Mode::read_only);
-  const bool measured = !o.run.empty() && o.run[0] == 'm';
+  const bool measured = !o.run.empty() && o.run[0] == 'm', serving = !o.run.empty() && o.run[0] == 's';
+  const std::size_t prefix = measured || serving ? 1 : 0;
   std::int64_t id = 0;
   try {
     std::size_t used = 0;
-    id = std::stoll(o.run.substr(measured ? 1 : 0), &used);
-    if (used != o.run.size() - (measured ? 1 : 0)) throw std::invalid_argument(o.run);
+    id = std::stoll(o.run.substr(prefix), &used);
+    if (used != o.run.size() - prefix) throw std::invalid_argument(o.run);
   } catch (const std::exception&) {
-    throw InputError("command line", "RUN", "expected a run id such as 12 (simulated) or m3 (measured), got \"" +
-                                                  o.run + "\"");
+    throw InputError("command line", "RUN",
+                     "expected a run id such as 12 (simulated), m3 (measured) or s2 (measured serving), got \"" +
+                         o.run + "\"");
   }
-  auto row = measured ? db.measured_run(id) : db.simulated_run(id);
-  if (!row) throw InputError(o.db, "", fmt::format("no {} run {}", measured ? "measured" : "simulated", id));
+  auto row = measured ? db.measured_run(id) : serving ? db.measured_serving_run(id) : db.simulated_run(id);
+  if (!row)
+    throw InputError(o.db, "",
+                     fmt::format("no {} run {}", measured ? "measured" : serving ? "measured serving" : "simulated", id));
   json out = json::object();
   for (auto& [k, v] : row->items()) {
     if (k.size() > 5 && k.compare(k.size() - 5, 5, "_json") == 0) out[k.substr(0, k.size() - 5)] = parse_json_column(v);
@@ -150,6 +157,7 @@ int check(const DbOptions& o) {
   for (const char* t : {"scenarios", "hardware_profiles", "plans", "sweeps", "simulated_runs", "failed_points",
                         "measured_runs", "calibration_samples"})
     fmt::print("  {:<20} {:>10}\n", t, db.count(t));
+  if (db.version() >= 2) fmt::print("  {:<20} {:>10}\n", "measured_serving_runs", db.count("measured_serving_runs"));
   return ok == "ok" ? 0 : 1;
 }
 
@@ -162,9 +170,93 @@ int import_measured(const DbOptions& o) {
   return 0;
 }
 
+// ---- import-serving ----
+
+int import_serving(const DbOptions& o) {
+  std::vector<runner::MeasuredServingRun> runs;
+  std::vector<std::string> skipped;
+  std::vector<Problem> problems;
+  for (const auto& f : o.files) {
+    try {
+      auto got = runner::read_serving_engine_runs(f, o.host, o.gpu);
+      for (auto& r : got.runs) runs.push_back(std::move(r));
+      for (auto& s : got.skipped) skipped.push_back(f + ": " + s);
+    } catch (const InputError& e) {
+      problems.insert(problems.end(), e.problems().begin(), e.problems().end());
+    }
+  }
+  if (!problems.empty()) throw InputError(problems);  // one bad file imports nothing
+  namespace fs = std::filesystem;
+  if (!o.scenarios_out.empty()) fs::create_directories(o.scenarios_out);
+  const auto stored = runner::store_measured_serving_runs(o.db, runs);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    const auto& sm = r.record.summary;
+    std::string written;
+    if (!o.scenarios_out.empty()) {
+      std::string name = r.label;
+      std::replace(name.begin(), name.end(), '/', '-');
+      written = (fs::path(o.scenarios_out) / (name + ".json")).string();
+      write_text_file(written, r.scenario_document.dump(2) + "\n");
+      written = ", scenario file " + written;
+    }
+    fmt::print("{}: measured serving run s{} {} ({} requests, TTFT p50 {:.1f} ms, E2E p50 {:.2f} s; scenario {}{})\n",
+               stored[i].file, stored[i].id, r.label, sm["measured_requests"].get<std::int64_t>(),
+               1e3 * sm["ttft_s"]["p50"].get<double>(), sm["e2e_s"]["p50"].get<double>(), stored[i].scenario_hash,
+               written);
+  }
+  for (const auto& s : skipped) fmt::print("skipped {}\n", s);
+  return 0;
+}
+
 // ---- compare ----
 
+int compare_serving(const DbOptions& o) {
+  const runner::ServingComparison c = runner::compare_serving(o.db);
+  if (o.json) {
+    std::cout << c.to_json().dump(2) << '\n';
+    return 0;
+  }
+  if (c.pairs.empty()) {
+    fmt::print("no measured serving run has a served run of the same scenario (import with 'db import-serving "
+               "--scenarios-out DIR', then 'clustersim serve DIR/RUN.json --db')\n");
+    return 0;
+  }
+  fmt::print("measured serving runs against the latest served run of the same scenario (error = (served - measured) "
+             "/ measured)\n\n");
+  const std::vector<std::string> shown{"ttft_p50", "ttft_p90", "e2e_p50", "e2e_p90", "tpot_p50", "throughput_rps"};
+  fmt::print("{:<8} {:<6} {:<15}", "measured", "served", "run");
+  for (const auto& f : shown) fmt::print(" {:>21}", f);
+  fmt::print("\n");
+  for (const auto& p : c.pairs) {
+    fmt::print("{:<8} {:<6} {:<15}", "s" + text_of(p["measured_id"]), text_of(p["served_id"]), text_of(p["measured_name"]));
+    for (const auto& f : shown) {
+      if (!p["figures"].contains(f)) {
+        fmt::print(" {:>21}", "-");
+        continue;
+      }
+      const auto& x = p["figures"][f];
+      // TTFT and TPOT in ms, E2E in s, throughput in req/s.
+      const double scale = f.rfind("ttft", 0) == 0 || f.rfind("tpot", 0) == 0 ? 1e3 : 1.0;
+      fmt::print(" {:>21}", fmt::format("{:.4g}/{:.4g} {:+.1f}%", scale * x["measured"].get<double>(),
+                                        scale * x["served"].get<double>(), 100 * x["error"].get<double>()));
+    }
+    fmt::print("\n");
+  }
+  fmt::print("(measured/served and the error; TTFT and TPOT in ms, E2E in s, throughput in req/s)\n\n{:<16} {:>5} {:>8} {:>8} {:>8}\n",
+             "figure", "runs", "MAPE", "bias", "worst");
+  for (const char* f : runner::serving_figures) {
+    const auto it = c.figures.find(f);
+    if (it == c.figures.end()) continue;
+    const auto& s = it->second;
+    fmt::print("{:<16} {:>5} {:>7.1f}% {:>+7.1f}% {:>+7.1f}%\n", f, s.n, 100 * s.mape(), 100 * s.bias(), 100 * s.worst);
+  }
+  if (c.unpaired) fmt::print("\n{} measured serving run(s) have no served run of their scenario yet\n", c.unpaired);
+  return 0;
+}
+
 int compare(const DbOptions& o) {
+  if (o.method == "served") return compare_serving(o);
   const runner::Comparison c = runner::compare_with_measured(o.db, o.method);
   if (o.json) {
     std::cout << c.to_json().dump(2) << '\n';
@@ -603,11 +695,11 @@ const Registration db_command{
         c->add_option("--db", o->db, "results database")->capture_default_str();
         return c;
       };
-      auto* list_c = with_db(sub.add_subcommand("list", "runs, newest first (measured runs are mN)"));
+      auto* list_c = with_db(sub.add_subcommand("list", "runs, newest first (measured runs are mN, measured serving runs sN)"));
       list_c->add_option("--limit", o->limit, "at most this many rows")->capture_default_str();
       list_c->add_flag("--json", o->json, "JSON rows");
       auto* show_c = with_db(sub.add_subcommand("show", "one run with its scenario, result and provenance (JSON)"));
-      show_c->add_option("RUN", o->run, "run id (12) or measured run id (m3)")->required();
+      show_c->add_option("RUN", o->run, "run id (12), measured run id (m3) or measured serving run id (s2)")->required();
       auto* sweeps_c = with_db(sub.add_subcommand("sweeps", "sweeps with their stored and failed point counts"));
       sweeps_c->add_flag("--json", o->json, "JSON rows");
       auto* failed_c = with_db(sub.add_subcommand("failed", "the failed points of a sweep with their errors"));
@@ -615,7 +707,7 @@ const Registration db_command{
       failed_c->add_flag("--json", o->json, "JSON rows");
       auto* check_c = with_db(sub.add_subcommand("check", "schema version, integrity check and row counts"));
       auto* compare_c = with_db(sub.add_subcommand("compare", "measured against predicted runs of the same scenario"));
-      compare_c->add_option("--method", o->method, "which predictions (analytical, simulated...)")->capture_default_str();
+      compare_c->add_option("--method", o->method, "which predictions (analytical, simulated...; served: measured serving runs against served runs)")->capture_default_str();
       compare_c->add_flag("--json", o->json, "JSON output");
       auto* export_c = with_db(sub.add_subcommand("export", "simulated runs as CSV or JSON"));
       export_c->add_flag("--csv", o->csv, "CSV, one row per run, sweep axes as columns");
@@ -624,6 +716,15 @@ const Registration db_command{
       export_c->add_option("--out,-o", o->out, "output file (default: standard output)");
       auto* import_c = with_db(sub.add_subcommand("import-measured", "import measured runs (clustersim-measured-run/1, or a clustersim-measured-runs/1 list)"));
       import_c->add_option("FILE", o->files, "measured-run JSON files")->required();
+      auto* import_s = with_db(sub.add_subcommand(
+          "import-serving", "import measured serving runs (clustersim-serving-engine/1: a real engine replaying traces)"));
+      import_s->add_option("FILE", o->files, "serving-engine JSON files (traces in the folder's serving-traces/)")
+          ->required();
+      import_s->add_option("--gpu", o->gpu, "GPU profile the runs ran on (clustersim gpus)")->required();
+      import_s->add_option("--host", o->host,
+                           "the engine's host-cost calibration (clustersim-serving-engine-host/1) for the scenarios");
+      import_s->add_option("--scenarios-out", o->scenarios_out,
+                           "write each run's serving scenario to this folder (clustersim serve FILE --db replays it)");
       auto* plot_c = sub.add_subcommand("plot", "SVG charts");
       plot_c->require_subcommand(1);
       auto* plot_sweep_c = with_db(plot_c->add_subcommand("sweep", "a metric against a sweep axis, one line per series"));
@@ -663,6 +764,7 @@ const Registration db_command{
         if (compare_c->parsed()) return compare(*o);
         if (export_c->parsed()) return export_runs(*o);
         if (import_c->parsed()) return import_measured(*o);
+        if (import_s->parsed()) return import_serving(*o);
         if (plot_sweep_c->parsed()) return plot_sweep(*o);
         if (plot_pm->parsed()) return plot_predicted(*o);
         if (plot_tl->parsed()) return plot_timeline(*o);

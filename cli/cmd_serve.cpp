@@ -12,7 +12,9 @@
 #include "runner/store.hpp"
 #include "scenarios/output_file.hpp"
 #include "scenarios/serving.hpp"
+#include "sim/network_model.hpp"
 #include "sim/serve.hpp"
+#include "sim/simgrid_info.hpp"
 
 namespace clustersim::cli {
 namespace {
@@ -91,6 +93,11 @@ int serve_command(const ServeOptions& o) {
   const auto& m = r.summary;
   nlohmann::json out = sim::to_json(m);
   out["tool"] = runner::tool_json("served");
+  if (s.disaggregation.enabled) {
+    // The KV transfers ran as SimGrid flows: the simulator's version and network model.
+    out["tool"]["simgrid_version"] = sim::simgrid_version();
+    out["tool"]["simgrid_config"] = sim::to_json(sim::NetworkModelConfig{});
+  }
   const nlohmann::json canonical = to_json(s);
   // The replica layout and scheduler: what the results database calls the plan.
   out["plan"] = {{"pool", canonical["pool"]}, {"scheduler", canonical["scheduler"]}, {"router", canonical["router"]}};

@@ -147,6 +147,27 @@ CREATE TABLE calibration_samples(
   predicted_s REAL,
   source TEXT NOT NULL,
   created_utc TEXT NOT NULL);
+)sql",
+// 2: measured serving runs (`db import-serving`), compared with served runs.
+R"sql(
+CREATE TABLE measured_serving_runs(
+  id INTEGER PRIMARY KEY,
+  scenario_id INTEGER NOT NULL REFERENCES scenarios(id),
+  name TEXT NOT NULL,
+  source TEXT NOT NULL,
+  file TEXT NOT NULL,
+  gpu TEXT, engine TEXT, engine_version TEXT, torch TEXT, cuda TEXT,
+  date_utc TEXT NOT NULL,
+  request_count INTEGER NOT NULL,
+  ttft_p50_s REAL, ttft_p90_s REAL, ttft_p99_s REAL,
+  tpot_p50_s REAL, tpot_p90_s REAL, tpot_p99_s REAL,
+  e2e_p50_s REAL, e2e_p90_s REAL, e2e_p99_s REAL,
+  throughput_rps REAL, output_tokens_per_s REAL,
+  summary_json TEXT NOT NULL,
+  requests_json TEXT NOT NULL,
+  environment_json TEXT NOT NULL,
+  imported_utc TEXT NOT NULL,
+  UNIQUE(scenario_id, source, name, date_utc));
 )sql"};
 
 // A string_view is bound without a copy (SQLITE_STATIC): the caller keeps the text
@@ -708,6 +729,32 @@ std::int64_t Database::add_measured(const MeasuredRecord& m) {
       {scenario_id, m.source, m.name, date});
 }
 
+std::int64_t Database::add_measured_serving(const MeasuredServingRecord& m) {
+  const std::int64_t scenario_id = put_scenario(m.scenario);
+  const auto& env = m.environment;
+  const auto& sum = m.summary;
+  const auto pct = [&](const char* metric, const char* q) -> Value {
+    if (sum.contains(metric) && sum[metric].is_object()) return opt_number(sum[metric], q);
+    return nullptr;
+  };
+  Value date = opt_string(env, "date_utc");
+  if (std::holds_alternative<std::nullptr_t>(date)) date = std::string();  // NULLs never collide in UNIQUE
+  const std::int64_t requests = sum.value("measured_requests", std::int64_t(0));
+  return impl_->put(
+      "INSERT OR IGNORE INTO measured_serving_runs(scenario_id, name, source, file, gpu, engine, engine_version, torch,"
+      " cuda, date_utc, request_count, ttft_p50_s, ttft_p90_s, ttft_p99_s, tpot_p50_s, tpot_p90_s, tpot_p99_s, e2e_p50_s,"
+      " e2e_p90_s, e2e_p99_s, throughput_rps, output_tokens_per_s, summary_json, requests_json, environment_json,"
+      " imported_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+      "SELECT id FROM measured_serving_runs WHERE scenario_id = ? AND source = ? AND name = ? AND date_utc = ?",
+      {scenario_id, m.name, m.source, m.file, opt_string(env, "gpu"), opt_string(env, "engine"),
+       opt_string(env, "engine_version"), opt_string(env, "torch"), opt_string(env, "cuda"), date, requests,
+       pct("ttft_s", "p50"), pct("ttft_s", "p90"), pct("ttft_s", "p99"), pct("tpot_s", "p50"), pct("tpot_s", "p90"),
+       pct("tpot_s", "p99"), pct("e2e_s", "p50"), pct("e2e_s", "p90"), pct("e2e_s", "p99"),
+       opt_number(sum, "throughput_rps"), opt_number(sum, "output_tokens_per_s"), sum.dump(), m.requests.dump(),
+       env.dump(), utc_now()},
+      {scenario_id, m.source, m.name, date});
+}
+
 std::int64_t Database::put_sweep(const std::string& name, const std::string& file, const nlohmann::json& spec,
                                  std::int64_t points) {
   const std::string dump = spec.dump();
@@ -775,6 +822,13 @@ std::vector<Database::DonePoint> Database::done_point_list(std::int64_t sweep_id
 }
 
 std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
+  // A measured serving run has no step time or training throughput: those columns are null.
+  const std::string serving = version() >= 2
+                                  ? " UNION ALL"
+                                    " SELECT 'measured-serving', m.id, m.source, s.name, s.hash, s.model_family, s.gpu,"
+                                    "  s.gpus, NULL, NULL, m.imported_utc"
+                                    " FROM measured_serving_runs m JOIN scenarios s ON s.id = m.scenario_id"
+                                  : "";
   return impl_->rows(
       "SELECT * FROM ("
       " SELECT 'predicted' AS kind, r.id AS id, r.method AS method, s.name AS scenario, s.hash AS scenario_hash,"
@@ -784,8 +838,8 @@ std::vector<nlohmann::json> Database::list_runs(std::int64_t limit) const {
       " UNION ALL"
       " SELECT 'measured', m.id, m.source, s.name, s.hash, s.model_family, s.gpu, s.gpus, m.step_time_s,"
       "  m.tokens_per_s, m.imported_utc"
-      " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id)"
-      " ORDER BY created_utc DESC, kind, id DESC LIMIT ?",
+      " FROM measured_runs m JOIN scenarios s ON s.id = m.scenario_id" +
+          serving + ") ORDER BY created_utc DESC, kind, id DESC LIMIT ?",
       {limit});
 }
 
@@ -810,6 +864,16 @@ std::optional<nlohmann::json> Database::measured_run(std::int64_t id) const {
   return r.front();
 }
 
+std::optional<nlohmann::json> Database::measured_serving_run(std::int64_t id) const {
+  if (version() < 2) return std::nullopt;
+  auto r = impl_->rows(
+      "SELECT m.*, s.hash AS scenario_hash, s.name AS scenario_name, s.canonical_json AS scenario_json"
+      " FROM measured_serving_runs m JOIN scenarios s ON s.id = m.scenario_id WHERE m.id = ?",
+      {id});
+  if (r.empty()) return std::nullopt;
+  return r.front();
+}
+
 std::vector<nlohmann::json> Database::compare_rows(const std::string& method) const {
   return impl_->rows(
       "SELECT m.id AS measured_id, r.id AS simulated_id, s.name AS scenario, s.hash AS scenario_hash,"
@@ -824,6 +888,24 @@ std::vector<nlohmann::json> Database::compare_rows(const std::string& method) co
       "   WHERE x.scenario_id = m.scenario_id AND x.method = ?)"
       " ORDER BY hardware, family, s.name, m.id",
       {method});
+}
+
+std::vector<nlohmann::json> Database::serving_compare_rows() const {
+  return impl_->rows(
+      "SELECT m.id AS measured_id, r.id AS served_id, s.name AS scenario, s.hash AS scenario_hash,"
+      " COALESCE(m.gpu, s.gpu) AS hardware, s.gpu AS gpu_profile, m.name AS measured_name, m.file AS measured_file,"
+      " m.summary_json AS measured_json, r.result_json AS served_json"
+      " FROM measured_serving_runs m JOIN scenarios s ON s.id = m.scenario_id"
+      " JOIN simulated_runs r ON r.id = (SELECT max(id) FROM simulated_runs x"
+      "   WHERE x.scenario_id = m.scenario_id AND x.method = 'served')"
+      " ORDER BY m.id");
+}
+
+std::vector<nlohmann::json> Database::measured_serving_runs() const {
+  return impl_->rows(
+      "SELECT m.id, m.name, m.source, m.file, m.gpu, m.engine, m.engine_version, m.date_utc, m.request_count,"
+      " m.ttft_p50_s, m.ttft_p90_s, m.e2e_p50_s, m.e2e_p90_s, m.throughput_rps, s.name AS scenario,"
+      " s.hash AS scenario_hash FROM measured_serving_runs m JOIN scenarios s ON s.id = m.scenario_id ORDER BY m.id");
 }
 
 std::vector<nlohmann::json> Database::export_runs(std::optional<std::int64_t> sweep_id) const {
@@ -853,7 +935,7 @@ std::vector<nlohmann::json> Database::failed_points(std::int64_t sweep_id) const
 std::int64_t Database::count(std::string_view table) const {
   static const std::set<std::string_view> known{"scenarios",    "hardware_profiles", "plans",
                                                 "sweeps",       "simulated_runs",    "failed_points",
-                                                "measured_runs", "calibration_samples"};
+                                                "measured_runs", "calibration_samples", "measured_serving_runs"};
   if (!known.count(table)) throw std::invalid_argument("unknown table " + std::string(table));
   return impl_->scalar("SELECT count(*) FROM " + std::string(table));
 }

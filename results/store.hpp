@@ -22,7 +22,7 @@
 namespace clustersim::results {
 
 // The schema this build writes. Version N is reached from 0 by migrations 1..N.
-inline constexpr int schema_version = 1;
+inline constexpr int schema_version = 2;
 // PRAGMA application_id of a clustersim database ("CSIM"), so that another program's
 // SQLite file is recognised and left alone.
 inline constexpr std::int32_t application_id = 0x4353494d;
@@ -128,6 +128,17 @@ struct MeasuredRecord {
   nlohmann::json environment;   // the "environment" object as imported
 };
 
+// A measured serving run (a real engine under a request load): its serving scenario, the
+// summary computed from its requests by the simulator's own rule (sim::summarize_requests),
+// the per-request records and the provenance (GPU, engine and its version, date).
+struct MeasuredServingRecord {
+  std::string name, source, file;
+  nlohmann::json scenario;     // canonical serving scenario
+  nlohmann::json summary;      // ttft_s, tpot_s, e2e_s, tbt_s, throughput_rps... as a served run's result
+  nlohmann::json requests;     // one object per request, as measured
+  nlohmann::json environment;  // gpu, engine, engine_version, torch, cuda, date_utc, ...
+};
+
 class Database {
  public:
   enum class Mode { read_write, read_only };
@@ -157,6 +168,8 @@ class Database {
   std::int64_t add_run(const RunRow& r);
   // Idempotent on (scenario, source, name, date): a re-import returns the existing id.
   std::int64_t add_measured(const MeasuredRecord& m);
+  // Idempotent on (scenario, source, name, date): a re-import returns the existing id.
+  std::int64_t add_measured_serving(const MeasuredServingRecord& m);
   // A sweep is identified by the hash of its expanded specification; a rerun of the
   // same sweep file gets the same id back.
   std::int64_t put_sweep(const std::string& name, const std::string& file, const nlohmann::json& spec,
@@ -181,11 +194,19 @@ class Database {
   std::vector<DonePoint> done_point_list(std::int64_t sweep_id, const std::string& method);
 
   // Reading. Rows are JSON objects whose keys are the column names.
-  std::vector<nlohmann::json> list_runs(std::int64_t limit) const;  // simulated and measured, newest first
+  // Simulated, measured and measured serving runs, newest first.
+  std::vector<nlohmann::json> list_runs(std::int64_t limit) const;
   std::optional<nlohmann::json> simulated_run(std::int64_t id) const;
   std::optional<nlohmann::json> measured_run(std::int64_t id) const;
+  // A measured serving run with its scenario columns (none before schema version 2).
+  std::optional<nlohmann::json> measured_serving_run(std::int64_t id) const;
   // Every measured run with the latest simulated run of `method` for the same scenario.
   std::vector<nlohmann::json> compare_rows(const std::string& method) const;
+  // Every measured serving run with the latest served run ("clustersim serve --db") of the
+  // same scenario: measured_json (its summary) beside served_json (the run's result).
+  std::vector<nlohmann::json> serving_compare_rows() const;
+  // The measured serving runs' columns (without the per-request records), by id.
+  std::vector<nlohmann::json> measured_serving_runs() const;
   // Simulated runs (all, or one sweep's), with scenario columns and axes, by id.
   std::vector<nlohmann::json> export_runs(std::optional<std::int64_t> sweep_id) const;
   std::vector<nlohmann::json> sweeps() const;

@@ -45,4 +45,19 @@ struct Comparison {
 // Reads `db_file` (which must exist). Throws InputError when it is not a database.
 Comparison compare_with_measured(const std::string& db_file, const std::string& method);
 
+// Measured serving runs (`db import-serving`) against the latest served run of the same
+// scenario (`clustersim serve --db`): the relative error (served - measured) / measured of
+// each figure of serving_figures, per pair and summarised per figure.
+inline constexpr const char* serving_figures[] = {"ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90",
+                                                  "e2e_p50",  "e2e_p90",  "e2e_p99",  "throughput_rps"};
+struct ServingComparison {
+  // {measured_id, served_id, scenario, scenario_hash, hardware, measured_name, measured_file,
+  //  figures: {name: {measured, served, error}}} by measured run id.
+  nlohmann::json pairs = nlohmann::json::array();
+  std::map<std::string, ErrorSummary> figures;  // by figure name
+  std::size_t unpaired = 0;                     // measured serving runs without a served run
+  nlohmann::json to_json() const;               // {"method": "served", "pairs", "figures": {name: summary}, "unpaired"}
+};
+ServingComparison compare_serving(const std::string& db_file);
+
 }  // namespace clustersim::runner

@@ -27,6 +27,15 @@ results::HardwareRecord hardware_of(const std::string& gpu) {
   return cache.emplace(gpu, h).first->second;
 }
 
+// The simulator's version and configuration that the result's "tool" object carries.
+void read_simgrid_provenance(results::RunRecord& r) {
+  if (!r.result.contains("tool") || !r.result["tool"].is_object()) return;
+  const auto& tool = r.result["tool"];
+  if (tool.contains("simgrid_version") && tool["simgrid_version"].is_string())
+    r.provenance.simgrid_version = tool["simgrid_version"].get<std::string>();
+  if (tool.contains("simgrid_config")) r.provenance.simgrid_config = tool["simgrid_config"];
+}
+
 }  // namespace
 
 results::RunRecord make_run_record(const Scenario& s, const nlohmann::json& result, std::string_view method) {
@@ -42,12 +51,7 @@ results::RunRecord make_run_record(const Scenario& s, nlohmann::json canonical, 
   r.hardware = hardware_of(s.cluster.gpu);
   r.provenance.tool_version = tool_version;
   r.provenance.git_revision = git_revision;
-  if (r.result.contains("tool") && r.result["tool"].is_object()) {
-    const auto& tool = r.result["tool"];
-    if (tool.contains("simgrid_version") && tool["simgrid_version"].is_string())
-      r.provenance.simgrid_version = tool["simgrid_version"].get<std::string>();
-    if (tool.contains("simgrid_config")) r.provenance.simgrid_config = tool["simgrid_config"];
-  }
+  read_simgrid_provenance(r);
   if (method == "simulated" && r.provenance.simgrid_version.empty()) r.provenance.simgrid_version = sim::simgrid_version();
   return r;
 }
@@ -75,6 +79,8 @@ std::int64_t store_serving_run(const std::string& db_file, const ServingScenario
   r.hardware = hardware_of(s.cluster.gpu);
   r.provenance.tool_version = tool_version;
   r.provenance.git_revision = git_revision;
+  // A disaggregated run's KV transfers ran on SimGrid: its version and configuration.
+  read_simgrid_provenance(r);
   results::Database db(db_file, results::Database::Mode::read_write);
   db.begin();
   try {

@@ -4,10 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
+#include <exception>
+#include <limits>
 #include <memory>
 #include <queue>
+#include <simgrid/s4u.hpp>
 
-#include "costmodel/collectives.hpp"
+#include "sim/child.hpp"
+#include "sim/network_model.hpp"
+#include "sim/platform.hpp"
 #include "strategies/serving_batch.hpp"
 #include "strategies/serving_workload.hpp"
 
@@ -27,7 +32,7 @@ struct Replica {
 
 struct Event {
   Seconds t = 0;
-  int kind = 0;  // 0: an iteration ends, 2: a KV transfer ends (arrivals come from their own list: 1)
+  int kind = 0;  // 0: an iteration ends (arrivals come from their own list: 1; KV transfers are SimGrid flows)
   i64 seq = 0;
   i64 a = 0, b = 0;
   bool operator>(const Event& o) const {
@@ -93,14 +98,122 @@ Percentiles percentiles(std::vector<double> v) {
   return p;
 }
 
-// A request's KV cache from a prefill instance to a decode instance: each of the prefill
-// instance's tp ranks sends its share of the heads point to point, over NVLink inside a
-// node, else through the nodes' NICs (the ranks of one instance share them).
-Seconds transfer_time(const ClusterModel& c, const BatchTimeModel& prefill, Bytes bytes, i64 from_gpu, i64 to_gpu) {
-  const i64 tp = prefill.tp();
-  const bool same_node = from_gpu / c.gpus_per_node == to_gpu / c.gpus_per_node;
-  const Group pair{2, same_node ? 2 : 1, 0};
-  return collective_time(c, Collective::send_recv, bytes / double(tp), pair, same_node ? 1.0 : 1.0 / double(tp));
+namespace sg4 = simgrid::s4u;
+
+// Disaggregation's KV transfers as flows on the SimGrid platform of the cluster (the one
+// the training replay uses): a transfer is one communication per prefill tp rank, to the
+// decode instance's rank of the same index, started when the prefill ends; it is done
+// when the last of them is. Transfers that share a link (a NIC, a PCIe link) share its
+// bandwidth, so concurrent transfers slow each other down.
+class KvFlows {
+ public:
+  explicit KvFlows(const Platform& p) : platform_(p) {}
+  struct Done {
+    i64 request = 0, decode = 0;
+    Seconds start = 0, end = 0;
+  };
+  bool pending() const { return !comms_.empty(); }
+  // Starts a transfer at the controller's time `now` (the SimGrid clock catches up first).
+  void start(Seconds now, i64 request, i64 decode, Bytes bytes, i64 from_gpu, i64 to_gpu, i64 ranks) {
+    if (now > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(now);
+    const std::size_t t = transfers_.size();
+    transfers_.push_back({request, decode, now, ranks});
+    const auto per_rank = static_cast<std::uint64_t>(std::ceil(bytes / double(ranks)));
+    for (i64 k = 0; k < ranks; ++k) {
+      comms_.push_back(sg4::Comm::sendto_async(platform_.gpus[std::size_t(from_gpu + k)],
+                                               platform_.gpus[std::size_t(to_gpu + k)], per_rank));
+      owner_.push_back(t);
+    }
+  }
+  // Waits until the SimGrid clock reaches `until` (infinite: no limit) or a transfer
+  // completes, whichever comes first; true with the completed transfer.
+  bool wait(Seconds until, Done& done) {
+    for (;;) {
+      const double clock = sg4::Engine::get_clock();
+      if (comms_.empty() || until <= clock) return false;
+      const double timeout = std::isfinite(until) ? until - clock : -1.0;
+      const ssize_t i = sg4::Comm::wait_any_for(comms_, timeout);
+      if (i < 0) return false;
+      const std::size_t t = owner_[std::size_t(i)];
+      comms_.erase(comms_.begin() + i);
+      owner_.erase(owner_.begin() + i);
+      if (--transfers_[t].left > 0) continue;
+      done = {transfers_[t].request, transfers_[t].decode, transfers_[t].start, sg4::Engine::get_clock()};
+      return true;
+    }
+  }
+
+ private:
+  struct Transfer {
+    i64 request = 0, decode = 0;
+    Seconds start = 0;
+    i64 left = 0;  // communications still running
+  };
+  const Platform& platform_;
+  std::vector<sg4::CommPtr> comms_;  // in start order: ties end by it
+  std::vector<std::size_t> owner_;   // transfer of each communication
+  std::vector<Transfer> transfers_;
+};
+
+// A serving result through the pipe of the child that ran it (sim/child.hpp): doubles
+// as nlohmann dumps them (shortest round-trip text), so the parent's copy is exact.
+nlohmann::json percentiles_json(const Percentiles& p) {
+  return {{"mean", p.mean}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"quantiles", p.quantiles}};
+}
+Percentiles percentiles_of(const nlohmann::json& j) {
+  Percentiles p;
+  p.mean = j["mean"], p.p50 = j["p50"], p.p90 = j["p90"], p.p99 = j["p99"];
+  p.quantiles = j["quantiles"].get<std::vector<double>>();
+  return p;
+}
+nlohmann::json result_json(const ServeResult& r) {
+  const ServeSummary& s = r.summary;
+  nlohmann::json sum = {{"requests", s.requests},       {"measured", s.measured},
+                        {"makespan", s.makespan},       {"ttft", percentiles_json(s.ttft)},
+                        {"tpot", percentiles_json(s.tpot)}, {"e2e", percentiles_json(s.e2e)},
+                        {"tbt", percentiles_json(s.tbt)}, {"throughput_rps", s.throughput_rps},
+                        {"output_tokens_per_s", s.output_tokens_per_s}, {"slo_attainment", s.slo_attainment},
+                        {"goodput_rps", s.goodput_rps}, {"preemptions", s.preemptions},
+                        {"swapped_blocks", s.swapped_blocks}, {"iterations", s.iterations},
+                        {"mean_batch_tokens", s.mean_batch_tokens}, {"kv_blocks", s.kv_blocks},
+                        {"kv_block_size", s.kv_block_size}, {"kv_peak_use", s.kv_peak_use},
+                        {"kv_mean_use", s.kv_mean_use}, {"prefill_kv_blocks", s.prefill_kv_blocks},
+                        {"kv_transfer_mean", s.kv_transfer_mean}};
+  nlohmann::json recs = nlohmann::json::array();
+  for (const auto& x : r.records)
+    recs.push_back({x.id, x.arrival, x.first_token, x.last_token, x.prompt, x.output, x.max_tbt, x.replica,
+                    x.prefill_replica, x.kv_transfer, x.tokens});
+  nlohmann::json its = nlohmann::json::array();
+  for (const auto& x : r.iterations)
+    its.push_back({x.replica, x.start, x.duration, x.decodes, x.prefills, x.prefill_tokens, x.kv_used});
+  return {{"summary", sum}, {"records", recs}, {"iterations", its}};
+}
+ServeResult result_of(const nlohmann::json& j) {
+  ServeResult r;
+  const auto& s = j["summary"];
+  ServeSummary& m = r.summary;
+  m.requests = s["requests"], m.measured = s["measured"], m.makespan = s["makespan"];
+  m.ttft = percentiles_of(s["ttft"]), m.tpot = percentiles_of(s["tpot"]), m.e2e = percentiles_of(s["e2e"]);
+  m.tbt = percentiles_of(s["tbt"]);
+  m.throughput_rps = s["throughput_rps"], m.output_tokens_per_s = s["output_tokens_per_s"];
+  m.slo_attainment = s["slo_attainment"], m.goodput_rps = s["goodput_rps"];
+  m.preemptions = s["preemptions"], m.swapped_blocks = s["swapped_blocks"], m.iterations = s["iterations"];
+  m.mean_batch_tokens = s["mean_batch_tokens"], m.kv_blocks = s["kv_blocks"], m.kv_block_size = s["kv_block_size"];
+  m.kv_peak_use = s["kv_peak_use"], m.kv_mean_use = s["kv_mean_use"], m.prefill_kv_blocks = s["prefill_kv_blocks"];
+  m.kv_transfer_mean = s["kv_transfer_mean"];
+  for (const auto& x : j["records"]) {
+    ServeRecord q;
+    q.id = x[0], q.arrival = x[1], q.first_token = x[2], q.last_token = x[3], q.prompt = x[4], q.output = x[5];
+    q.max_tbt = x[6], q.replica = x[7], q.prefill_replica = x[8], q.kv_transfer = x[9], q.tokens = x[10];
+    r.records.push_back(q);
+  }
+  for (const auto& x : j["iterations"]) {
+    ServeIteration it;
+    it.replica = x[0], it.start = x[1], it.duration = x[2], it.decodes = x[3], it.prefills = x[4];
+    it.prefill_tokens = x[5], it.kv_used = x[6];
+    r.iterations.push_back(it);
+  }
+  return r;
 }
 }  // namespace
 
@@ -243,7 +356,30 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
   std::size_t next = 0;
   Seconds now = 0;
   const i64 entry_hi = disagg ? first_decode : i64(reps.size());
-  while (next < reqs.size() || !events.empty()) {
+  KvFlows* flows = nullptr;  // set under disaggregation: the loop then runs in a SimGrid actor
+  // A request's KV cache has reached its decode instance: it joins that scheduler.
+  const auto arrived = [&](i64 id, i64 decode) {
+    Replica& d = reps[std::size_t(decode)];
+    const auto& rec = out.records[std::size_t(id)];
+    d.pending_tokens -= rec.output - 1;
+    d.sched->add(ServeRequest{rec.id, rec.arrival, rec.prompt, rec.output}, true);
+    if (!d.busy) start(decode, now);
+  };
+  const auto loop = [&] {
+  while (next < reqs.size() || !events.empty() || (flows && flows->pending())) {
+    if (flows && flows->pending()) {
+      // The next local event, unless a transfer completes before it.
+      Seconds until = std::numeric_limits<double>::infinity();
+      if (next < reqs.size()) until = reqs[next].arrival;
+      if (!events.empty()) until = std::min(until, events.top().t);
+      KvFlows::Done d;
+      if (flows->wait(until, d)) {
+        now = std::max(now, d.end);
+        out.records[std::size_t(d.request)].kv_transfer = d.end - d.start;
+        arrived(d.request, d.decode);
+        continue;
+      }
+    }
     const bool take_arrival =
         next < reqs.size() && (events.empty() || reqs[next].arrival < events.top().t ||
                                (reqs[next].arrival == events.top().t && events.top().kind > 1));
@@ -260,14 +396,6 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     const Event e = events.top();
     events.pop();
     now = e.t;
-    if (e.kind == 2) {
-      Replica& d = reps[std::size_t(e.b)];
-      const auto& rec = out.records[std::size_t(e.a)];
-      d.pending_tokens -= rec.output - 1;
-      d.sched->add(ServeRequest{rec.id, rec.arrival, rec.prompt, rec.output}, true);
-      if (!d.busy) start(e.b, now);
-      continue;
-    }
     Replica& r = reps[std::size_t(e.a)];
     r.sched->complete(tokens);
     for (const TokenEvent& t : tokens) {
@@ -284,54 +412,25 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
       if (r.prefill_only && t.finished && rec.output > 1) {
         const i64 d = route(first_decode, i64(reps.size()), 1);
         rec.replica = d;
-        rec.kv_transfer = transfer_time(cluster, *r.model, r.model->kv_bytes_of_request(rec.prompt), r.first_gpu,
-                                        reps[std::size_t(d)].first_gpu);
         reps[std::size_t(d)].pending_tokens += rec.output - 1;
-        events.push({now + rec.kv_transfer, 2, seq++, t.id, d});
+        const Bytes kv = r.model->kv_bytes_of_request(rec.prompt);
+        flows->start(now, t.id, d, kv, r.first_gpu, reps[std::size_t(d)].first_gpu, r.model->tp());
       }
     }
     start(e.a, now);
   }
+  };
 
+  const auto summarize = [&] {
   // Summary over the measured requests (arrived after the warm-up).
   ServeSummary& sm = out.summary;
-  sm.requests = i64(reqs.size());
-  std::vector<double> ttft, tpot, e2e;
-  Seconds window_start = -1, window_end = 0;
-  i64 good = 0;
-  double out_tokens = 0, transfer = 0;
-  for (const auto& rec : out.records) {
-    sm.makespan = std::max(sm.makespan, rec.last_token);
-    if (rec.arrival < s.workload.warmup) continue;
-    ++sm.measured;
-    ttft.push_back(rec.ttft());
-    e2e.push_back(rec.e2e());
-    if (rec.output > 1) tpot.push_back(rec.tpot());
-    if (window_start < 0) window_start = rec.arrival;
-    window_end = std::max(window_end, rec.last_token);
-    out_tokens += double(rec.output);
-    transfer += rec.kv_transfer;
-    const bool ok = (s.slo.ttft <= 0 || rec.ttft() <= s.slo.ttft) && (s.slo.tpot <= 0 || rec.tpot() <= s.slo.tpot) &&
-                    (s.slo.e2e <= 0 || rec.e2e() <= s.slo.e2e);
-    good += ok ? 1 : 0;
-  }
-  sm.ttft = percentiles(ttft);
-  sm.tpot = percentiles(tpot);
-  sm.e2e = percentiles(e2e);
+  summarize_requests(out.records, s.workload.warmup, s.slo, sm);
   sm.tbt = gaps.percentiles();
-  const double window = window_end - std::max(0.0, window_start);
-  if (window > 0) {
-    sm.throughput_rps = double(sm.measured) / window;
-    sm.output_tokens_per_s = out_tokens / window;
-    sm.goodput_rps = double(good) / window;
-  }
-  sm.slo_attainment = sm.measured ? double(good) / double(sm.measured) : 0;
   sm.iterations = iterations;
   sm.mean_batch_tokens = iterations ? batch_tokens / double(iterations) : 0;
   sm.kv_blocks = dcap.blocks;
   sm.kv_block_size = sc.block_size;
   sm.prefill_kv_blocks = disagg ? pcap.blocks : 0;
-  sm.kv_transfer_mean = sm.measured ? transfer / double(sm.measured) : 0;
   double used = 0, capacity = 0;
   for (std::size_t i = std::size_t(first_decode); i < reps.size(); ++i) {
     const auto& st = reps[i].sched->stats();
@@ -344,8 +443,83 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     sm.swapped_blocks += r.sched->stats().swapped_out_blocks;
   }
   sm.kv_mean_use = capacity > 0 ? used / capacity : 0;
-  sm.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  };
+
+  if (!disagg) {
+    // Nothing moves between replicas: the plain event loop, no SimGrid.
+    loop();
+    summarize();
+  } else {
+    // The loop runs as one actor on the cluster's platform, the KV transfers as its flows,
+    // in a child process (one SimGrid engine per process).
+    out = result_of(in_child([&] {
+      auto args = engine_arguments(NetworkModelConfig{});
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      int argc = static_cast<int>(args.size());
+      sg4::Engine engine(&argc, argv.data());
+      const Platform platform = build_platform(cluster);
+      KvFlows f(platform);
+      flows = &f;
+      std::exception_ptr failed;
+      sg4::Actor::create("serve-controller", platform.gpus.front(), [&] {
+        try {
+          loop();
+        } catch (...) {
+          failed = std::current_exception();
+        }
+      });
+      engine.run();
+      if (failed) std::rethrow_exception(failed);
+      summarize();
+      return result_json(out);
+    }));
+  }
+  out.summary.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;
+}
+
+void summarize_requests(const std::vector<ServeRecord>& records, Seconds warmup, const SloSpec& slo, ServeSummary& sm) {
+  sm.requests = i64(records.size());
+  sm.measured = 0;
+  sm.makespan = 0;
+  std::vector<double> ttft, tpot, e2e;
+  Seconds window_start = -1, window_end = 0;
+  i64 good = 0;
+  double out_tokens = 0, transfer = 0;
+  for (const auto& rec : records) {
+    sm.makespan = std::max(sm.makespan, rec.last_token);
+    if (rec.arrival < warmup) continue;
+    ++sm.measured;
+    ttft.push_back(rec.ttft());
+    e2e.push_back(rec.e2e());
+    if (rec.output > 1) tpot.push_back(rec.tpot());
+    if (window_start < 0) window_start = rec.arrival;
+    window_end = std::max(window_end, rec.last_token);
+    out_tokens += double(rec.output);
+    transfer += rec.kv_transfer;
+    const bool ok = (slo.ttft <= 0 || rec.ttft() <= slo.ttft) && (slo.tpot <= 0 || rec.tpot() <= slo.tpot) &&
+                    (slo.e2e <= 0 || rec.e2e() <= slo.e2e);
+    good += ok ? 1 : 0;
+  }
+  sm.ttft = percentiles(ttft);
+  sm.tpot = percentiles(tpot);
+  sm.e2e = percentiles(e2e);
+  const double window = window_end - std::max(0.0, window_start);
+  if (window > 0) {
+    sm.throughput_rps = double(sm.measured) / window;
+    sm.output_tokens_per_s = out_tokens / window;
+    sm.goodput_rps = double(good) / window;
+  }
+  sm.slo_attainment = sm.measured ? double(good) / double(sm.measured) : 0;
+  sm.kv_transfer_mean = sm.measured ? transfer / double(sm.measured) : 0;
+}
+
+Percentiles token_gap_percentiles(const std::vector<double>& gaps) {
+  GapHistogram h;
+  for (double g : gaps) h.add(g);
+  return h.percentiles();
 }
 
 nlohmann::json to_json(const ServeSummary& s) {

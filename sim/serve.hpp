@@ -3,8 +3,13 @@
 // replica, each replica's scheduler (strategies/serving_scheduler) forms its next
 // iteration whenever the previous one ends, and the batch-time model
 // (strategies/serving_batch) says how long it takes. Under disaggregation a request
-// prefills on a prefill instance, then its KV cache moves to a decode instance
-// (sim/serve.cpp: transfer_time) before it decodes there.
+// prefills on a prefill instance, then its KV cache moves to a decode instance before it
+// decodes there: the loop then runs as one SimGrid actor on the cluster's platform
+// (sim/platform, as the training replay's) and each transfer is a flow per tp rank from
+// the prefill GPU to the decode GPU, sharing NICs and links with the transfers running at
+// the same time; the controller waits for the next local event or the end of a transfer,
+// whichever comes first. That runs in a forked child (sim/child.hpp: one SimGrid engine
+// per process). Without disaggregation nothing crosses replicas and the loop runs alone.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -76,6 +81,15 @@ struct ServeOptions {
 // Throws InputError (file = the scenario's source) when the replicas cannot hold the
 // longest request's KV cache or a request cannot ever be scheduled.
 ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& cluster, const ServeOptions& opt = {});
+
+// The request-level figures of `sm` (requests, measured, makespan, TTFT/TPOT/E2E
+// percentiles, throughput, SLO attainment, goodput, mean KV transfer) from per-request
+// records, leaving out requests that arrived before `warmup`: the one rule for a
+// simulated run and for a measured one (runner/serving_import), so that both sides of a
+// comparison are the same statistics.
+void summarize_requests(const std::vector<ServeRecord>& records, Seconds warmup, const SloSpec& slo, ServeSummary& sm);
+// Percentiles of token gaps as a simulated run's tbt is computed (1% logarithmic bins).
+Percentiles token_gap_percentiles(const std::vector<double>& gaps);
 
 nlohmann::json to_json(const ServeSummary& s);
 // Per-request CSV (header + one line per request, by id).

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -181,4 +182,65 @@ TEST_CASE("export and plot a sweep: every run once, axes as columns, titled char
   const auto list = run("db list --limit 3 --db " + db.string());
   CHECK(list.code == 0);
   CHECK_THAT(list.output, Catch::Contains("gpt-1.3b-plans ["));
+}
+
+TEST_CASE("db import-serving, serve --db and db compare --method served end to end", "[cli][serving]") {
+  const fs::path data = fs::path(CLUSTERSIM_SOURCE_DIR) / "calibration/data/h100-sxm5-80gb";
+  const auto db = fresh_db("serving.db");
+  const fs::path dir = temp("serving-scenarios");
+  fs::remove_all(dir);
+  const std::string import = "db import-serving " + (data / "serving-engine-2026-11-26.json").string() +
+                             " --gpu h100-sxm5-80gb --host " + (data / "serving-engine-host-2026-11-26.json").string() +
+                             " --scenarios-out " + dir.string() + " --db " + db.string();
+  const auto first = run(import);
+  INFO(first.output);
+  REQUIRE(first.code == 0);
+  CHECK_THAT(first.output, Catch::Contains("measured serving run s1 llama-1b/rate0 (50 requests"));
+  CHECK_THAT(first.output, Catch::Contains("skipped") && Catch::Contains("llama-8b/rate1 (poisson): no trace to replay"));
+  CHECK(fs::is_regular_file(dir / "llama-8b-rate4.json"));
+  // Importing again stores nothing new: the same ids come back.
+  const auto again = run(import);
+  CHECK(again.code == 0);
+  CHECK_THAT(again.output, Catch::Contains("measured serving run s1 llama-1b/rate0"));
+  const auto check = run("db check --db " + db.string());
+  CHECK_THAT(check.output, Catch::Contains("measured_serving_runs") && Catch::Contains("9"));
+
+  // Listed and shown like the other runs: sN, with the per-request records and the provenance.
+  CHECK_THAT(run("db list --db " + db.string()).output, Catch::Contains("s1 ") && Catch::Contains("measured-serving"));
+  const json shown = json::parse(run("db show s1 --db " + db.string(), false).output);
+  CHECK(shown["name"] == "llama-1b/rate0");
+  CHECK(shown["requests"].size() == 50);  // every request as measured
+  CHECK(shown["request_count"] == 50);
+  CHECK(shown["environment"]["engine_version"] == "5.17.0");
+  CHECK(shown["summary"]["ttft_s"]["p50"].get<double>() == shown["ttft_p50_s"].get<double>());
+  CHECK(run("db show s99 --db " + db.string()).code == 1);
+
+  const auto served = run("serve " + (dir / "llama-8b-rate4.json").string() + " --db " + db.string());
+  INFO(served.output);
+  REQUIRE(served.code == 0);
+  const auto cmp = run("db compare --method served --json --db " + db.string(), false);
+  INFO(cmp.output);
+  REQUIRE(cmp.code == 0);
+  const json j = json::parse(cmp.output);
+  REQUIRE(j["pairs"].size() == 1);
+  CHECK(j["pairs"][0]["measured_name"] == "llama-8b/rate4");
+  CHECK(j["unpaired"] == 8);
+  for (const char* f : {"ttft_p50", "ttft_p90", "e2e_p50", "e2e_p90"}) {
+    const auto& x = j["pairs"][0]["figures"][f];
+    std::printf("llama-8b/rate4 %-9s measured %.4f s, served %.4f s, error %+.1f%%\n", f, x["measured"].get<double>(),
+                x["served"].get<double>(), 100 * x["error"].get<double>());
+    CHECK(std::fabs(x["error"].get<double>()) <= 0.30);
+  }
+  const auto table = run("db compare --method served --db " + db.string());
+  CHECK_THAT(table.output, Catch::Contains("llama-8b/rate4") && Catch::Contains("MAPE") &&
+                               Catch::Contains("8 measured serving run(s) have no served run"));
+  // A bad file: file, JSON path, value; exit 1.
+  const auto bad = run("db import-serving " + (data / "serving-engine-host-2026-11-26.json").string() +
+                       " --gpu h100-sxm5-80gb --db " + db.string());
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.output, Catch::Contains("serving-engine-host-2026-11-26.json: /format"));
+  const json after = json::parse(run("db compare --method served --json --db " + db.string(), false).output);
+  CHECK(after["pairs"].size() == 1);  // nothing stored by the bad import
+  CHECK(after["unpaired"] == 8);
+  fs::remove_all(dir);
 }

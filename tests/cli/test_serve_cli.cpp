@@ -140,3 +140,18 @@ TEST_CASE("db plot draws latency distributions of served runs and a metric again
   CHECK(rate_on_trace.code == 1);
   CHECK_THAT(rate_on_trace.output, Catch::Contains("--rate") && Catch::Contains("trace"));
 }
+
+TEST_CASE("a stored disaggregated served run records the SimGrid version and network model it ran on", "[serving][cli]") {
+  const auto db = clustersim::test::temp_dir() / "clustersim-serve-disagg.db";
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(db.string() + s);
+  const auto r = run_cli("serve " + std::string(CLUSTERSIM_SOURCE_DIR) +
+                         "/data/scenarios/serving/llama2-70b-sarathi-disagg-h100.json --db " + db.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("KV transfer     mean"));
+  const auto shown = run_cli("db show 1 --db " + db.string(), false);
+  INFO(shown.output);
+  const auto j = nlohmann::json::parse(shown.output);
+  CHECK(j.dump().find("\"simgrid_version\":\"3.") != std::string::npos);
+  CHECK(j.dump().find("CM02") != std::string::npos);
+}

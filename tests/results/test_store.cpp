@@ -61,11 +61,47 @@ TEST_CASE("a new database gets the current schema, WAL and foreign keys", "[resu
   CHECK(db.query("PRAGMA foreign_keys").front()["foreign_keys"] == 1);
   CHECK(db.query("PRAGMA application_id").front()["application_id"] == clustersim::results::application_id);
   for (const char* table : {"scenarios", "hardware_profiles", "plans", "sweeps", "simulated_runs", "failed_points",
-                            "measured_runs", "calibration_samples"})
+                            "measured_runs", "calibration_samples", "measured_serving_runs"})
     CHECK(db.count(table) == 0);
   // A foreign key that points nowhere is refused.
   CHECK_THROWS(db.query("INSERT INTO calibration_samples(hardware_id, kind, shape_json, measured_s, source, "
                         "created_utc) VALUES(42, 'gemm', '{}', 1.0, 'x', 'now')"));
+  CHECK(db.integrity_check() == "ok");
+}
+
+TEST_CASE("a version-1 database is migrated to version 2 and keeps its rows", "[results]") {
+  const auto file = fresh("v1.db");
+  const auto sc = clustersim::to_json(clustersim::default_scenario());
+  {
+    // Version 1 is today's schema without migration 2's table: build one by undoing it.
+    Database db(file.string(), Database::Mode::read_write);
+    db.begin();
+    db.add_run(sample_run(sc, 1.5));
+    db.add_measured({"m", "bench", "m.json", sc, {{"step_time_s", 2.5}}, {{"date_utc", "2026-11-25T10:00:00Z"}}});
+    db.commit();
+    db.query("DROP TABLE measured_serving_runs");
+    db.query("PRAGMA user_version = 1");
+  }
+  {
+    // Read-only opening does not migrate.
+    const Database ro(file.string(), Database::Mode::read_only);
+    CHECK(ro.version() == 1);
+    CHECK(ro.query("SELECT count(*) AS n FROM sqlite_master WHERE name = 'measured_serving_runs'")[0]["n"] == 0);
+  }
+  Database db(file.string(), Database::Mode::read_write);
+  CHECK(db.version() == 2);
+  CHECK(db.count("simulated_runs") == 1);
+  CHECK(db.count("measured_runs") == 1);
+  CHECK(db.count("scenarios") == 1);
+  CHECK(db.count("measured_serving_runs") == 0);
+  CHECK(db.query("SELECT iteration_time_s FROM simulated_runs")[0]["iteration_time_s"] == 1.5);
+  clustersim::results::MeasuredServingRecord m{
+      "llama/rate0", "engine", "e.json", sc, {{"measured_requests", 3}, {"ttft_s", {{"p50", 0.1}}}},
+      nlohmann::json::array({{{"arrival_s", 0.0}}}), {{"date_utc", "2026-11-26T00:00:00Z"}, {"engine_version", "5.17.0"}}};
+  const auto id = db.add_measured_serving(m);
+  CHECK(db.add_measured_serving(m) == id);  // idempotent
+  CHECK(db.count("measured_serving_runs") == 1);
+  CHECK(db.query("SELECT ttft_p50_s FROM measured_serving_runs")[0]["ttft_p50_s"] == 0.1);
   CHECK(db.integrity_check() == "ok");
 }
 

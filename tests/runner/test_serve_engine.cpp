@@ -17,6 +17,7 @@
 
 #include "scenarios/json_reader.hpp"
 #include "costmodel/cluster.hpp"
+#include "runner/serving_import.hpp"
 #include "sim/serve.hpp"
 #include "strategies/serving_batch.hpp"
 #include "strategies/serving_scheduler.hpp"
@@ -38,37 +39,11 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
 }
 
-// A serving scenario of the measured engine for one run.
+// The serving scenario of the measured engine for one run: the builder `db import-serving`
+// stores with each measured run (runner/serving_import), so the replay here and the stored
+// comparison are the same scenario.
 nlohmann::json engine_scenario(const nlohmann::json& model, const nlohmann::json& engine, const std::string& trace) {
-  nlohmann::json doc;
-  doc["name"] = "transformers-engine-replay";
-  doc["model"] = {{"family", "llama"},
-                  {"hidden", model["hidden_size"]},
-                  {"layers", model["num_hidden_layers"]},
-                  {"heads", model["num_attention_heads"]},
-                  {"kv_heads", model["num_key_value_heads"]},
-                  {"ffn_hidden", model["intermediate_size"]},
-                  {"vocab", model["vocab_size"]},
-                  {"seq_len", 8192},
-                  {"tie_embeddings", model["tie_word_embeddings"]}};
-  doc["cluster"] = {{"gpu", "h100-sxm5-80gb"}, {"nodes", 1}, {"gpus_per_node", 1}};
-  doc["serving"] = {
-      {"engine",
-       {{"launch", "eager"},
-        {"gqa", "repeat-kv"},
-        {"attention", "packed"},
-        {"host_calibration",
-         {{"file", (kData / "serving-engine-host-2026-11-26.json").string()}, {"model", model["name"]}}}}},
-      {"replicas", 1},
-      {"scheduler",
-       {{"policy", "transformers-fifo"},
-        {"block_size", engine["block_size"]},
-        {"num_blocks", engine["num_blocks"]},
-        {"max_batched_tokens", engine["max_batch_tokens"]},
-        {"max_batch_size", engine["max_requests_per_batch"]},
-        {"safety_margin", engine["safety_margin"]}}}};
-  doc["workload"] = {{"arrival", "trace"}, {"trace", trace}};
-  return doc;
+  return runner::engine_scenario(model, engine, trace, (kData / "serving-engine-host-2026-11-26.json").string());
 }
 }  // namespace
 
