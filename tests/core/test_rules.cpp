@@ -266,6 +266,29 @@ TEST_CASE("stage memory: weights, in-flight activations, working set, ZeRO-3 buf
   CHECK(e.total() == Approx(std::max(activation_peak, step_peak)));
 }
 
+TEST_CASE("stage memory: under ZeRO-3 the fp8 weight copy lives with the gathered blocks only", "[rules]") {
+  // mixed-fp8 (Transformer Engine): 2 bytes of fp8 weight and transpose per parameter.
+  // Without ZeRO-3 they are cached for every resident parameter; under ZeRO-3 / FSDP they
+  // are cast from the gathered block and freed with it: two blocks' worth.
+  const PrecisionRules fp8 = precision_rules(Precision::mixed_fp8, OptimizerKind::adam);
+  StageMemoryInputs in;
+  in.params = 1e9;
+  in.largest_block_params = 1e8;
+  in.zero = 1;
+  in.dp = 8;
+  in.micro_batches = 16;
+  const double zero1 = 1e9 * (2 + 4 + 12.0 / 8) + 1e9 * 2;
+  show("mixed-fp8, ZeRO-1 dp 8: weights, grads, states / 8, fp8 copy of every parameter", zero1, stage_memory(in, fp8).total());
+  CHECK(stage_memory(in, fp8).total() == Approx(zero1).epsilon(1e-12));
+  in.zero = 3;
+  const double zero3 = 1e9 * 18 / 8 + 2 * 1e8 * (2 + 2);
+  show("mixed-fp8, ZeRO-3 dp 8: all sharded, two gathered blocks with their fp8 copies", zero3, stage_memory(in, fp8).total());
+  CHECK(stage_memory(in, fp8).total() == Approx(zero3).epsilon(1e-12));
+  CHECK(fp8_copy_follows_gather(fp8, 3));
+  CHECK_FALSE(fp8_copy_follows_gather(fp8, 2));
+  CHECK_FALSE(fp8_copy_follows_gather(kAmp, 3));  // autocast's copy: unchanged
+}
+
 TEST_CASE("stage memory: ZeRO shards expert weights over their dp / ep replicas only", "[rules]") {
   // 1e9 parameters on the GPU, 6e8 of them experts; dp 8 with ep 8: the experts have one
   // replica each, so ZeRO-2 shards only the 4e8 dense parameters' gradients and states.
