@@ -26,7 +26,7 @@ GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64
   if (dp <= 1 || params <= 0) return s;
   s.reduce_bytes = params * r.grad_comm_bytes;
   if (zero == 0) return s;
-  s.reduce = Collective::reduce_scatter;
+  s.reduce = zero < 3 && r.zero_reduce_all ? Collective::all_reduce : Collective::reduce_scatter;
   if (zero < 3) s.gather_bytes = params * r.gather_bytes;
   else s.gather_per_pass = params * r.gather_bytes;
   if (shard >= 1 && shard < dp) s.replica_reduce_bytes = params / double(shard) * r.grad_comm_bytes;

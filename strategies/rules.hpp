@@ -39,7 +39,9 @@ bool fp8_copy_follows_gather(const PrecisionRules& r, int zero);
 
 // The data-parallel collectives of one iteration, in bytes per rank (as collective_time
 // takes them). ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the
-// gradients and, after the step, an all-gather of the updated weights. ZeRO-3: the
+// gradients and, after the step, an all-gather of the updated weights (DeepSpeed's
+// BF16_Optimizer, PrecisionRules::zero_reduce_all: an all-reduce of the whole fp32
+// gradient buffer instead of the reduce-scatter). ZeRO-3: the
 // reduce-scatter, and an all-gather of each block's weights before its forward and again
 // before its backward of every micro-batch (`gather_per_pass`).
 //

@@ -55,6 +55,19 @@ TEST_CASE("gradient sync: all-reduce, reduce-scatter + all-gather, or per-pass g
   CHECK(z3.gather_bytes == 0);
   CHECK(z3.gather_per_pass == Approx(2 * P));
   CHECK_FALSE(gradient_sync(P, kMixed, 3, 1).active());  // one replica: nothing to sync
+  // megatron-deepspeed under mixed-bf16 (DeepSpeed's BF16_Optimizer, ZeRO-1): the fp32
+  // gradient buffer is all-reduced in full, then the bf16 weights all-gathered.
+  TrainingSpec ds;
+  ds.precision = Precision::mixed_bf16;
+  ds.framework.name = Framework::megatron_deepspeed;
+  ds.framework.given = true;
+  const GradientSync bf16_optimizer = gradient_sync(P, precision_rules(ds), 1, 4);
+  CHECK(bf16_optimizer.reduce == Collective::all_reduce);
+  show("BF16_Optimizer ZeRO-1: all-reduce of 4 P (fp32), then all-gather of 2 P (bf16)", 6 * P,
+       bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes);
+  CHECK(bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes == Approx(6 * P));
+  ds.precision = Precision::mixed_fp16;  // DeepSpeed's ZeRO stage-1 optimizer: unchanged
+  CHECK(gradient_sync(P, precision_rules(ds), 1, 4).reduce == Collective::reduce_scatter);
   CHECK(updated_params(P, 2, 4) == Approx(P / 4));
   CHECK(updated_params(P, 0, 4) == Approx(P));
 }
