@@ -72,6 +72,7 @@ struct Dims {
   bool bias_adds;    // megatron-2019: bias added after each GEMM
   bool fp32_logits;  // megatron-2019: fp32 logits, unfused cross entropy
   bool dtp = false;  // pytorch-tp: DTensor projections (GraphStyle::dtensor_projections)
+  double g = 2;      // saved weight-GEMM input element size (GraphStyle::gemm_input_saved_bytes)
   i64 T() const { return B * S; }
   double TH() const { return double(B) * S * H; }
 };
@@ -293,7 +294,7 @@ void attention_core(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, con
 // residual.
 void attention_output(std::vector<Op>& ops, const Dims& d, i64 attn_width, bool bias) {
   ops.push_back(matmul("attn-out", 1, d.T(), d.H, attn_width, true, Split::row,
-                       double(attn_width) * d.H + (bias ? d.H : 0), double(d.T()) * attn_width * d.e));
+                       double(attn_width) * d.H + (bias ? d.H : 0), double(d.T()) * attn_width * d.g));
   if (bias) bias_grad(ops, "attn-out", d, d.H, Split::seq);
   rowwise_exit(ops, "attn-g", d, d.TH() * d.e, bias);
   // A row-parallel layer adds its bias after the all-reduce, on every rank.
@@ -316,7 +317,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     for (const auto& [name, n] : {std::pair<const char*, i64>{"q", d.H}, {"k", kv}, {"v", kv}}) {
       colwise_entry(ops, std::string("attn-f-") + name, d, d.TH() * d.r, bias);
       ops.push_back(matmul(name, 1, d.T(), n, d.H, true, Split::column, double(d.H) * n + (bias ? n : 0), 0));
-      ops.push_back(saved_marker(std::string(name) + "-input-saved", Split::seq, d.TH() * d.e));
+      ops.push_back(saved_marker(std::string(name) + "-input-saved", Split::seq, d.TH() * d.g));
       if (bias) bias_grad(ops, name, d, n, Split::column);
     }
     extra_projection_inputs(ops, "qkv", d, 3);
@@ -325,7 +326,7 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
     // The saved input of a column-parallel matmul is the replicated activation: it is
     // sequence-split under SP, not TP-split, so it is recorded on a marker op of its own.
-    ops.push_back(saved_marker("qkv-input-saved", Split::seq, d.TH() * d.e));
+    ops.push_back(saved_marker("qkv-input-saved", Split::seq, d.TH() * d.g));
     if (bias) bias_grad(ops, "qkv", d, n_qkv, Split::column);
     if (bias) bias_add(ops, "qkv", d, n_qkv, Split::column);
   }
@@ -417,14 +418,14 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
   if (d.dtp) {
     // Separate gate and up ColwiseParallel projections (w1, w3), the first entered by the caller.
     ops.push_back(matmul(prefix + "gate", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
-    ops.push_back(saved_marker(prefix + "gate-input-saved", Split::seq, d.TH() * d.e));
+    ops.push_back(saved_marker(prefix + "gate-input-saved", Split::seq, d.TH() * d.g));
     colwise_entry(ops, prefix + "mlp-f-up", d, d.TH() * d.r, false);
     ops.push_back(matmul(prefix + "up", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
-    ops.push_back(saved_marker(prefix + "up-input-saved", Split::seq, d.TH() * d.e));
+    ops.push_back(saved_marker(prefix + "up-input-saved", Split::seq, d.TH() * d.g));
     extra_projection_inputs(ops, prefix + "gate-up", d, 2);
   } else {
     ops.push_back(matmul(prefix + "gate-up", 1, d.T(), 2 * f, d.H, true, Split::column, 2.0 * d.H * f, 0));
-    ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.e));
+    ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.g));
   }
   if (d.eager) {
     // gate and up are chunk() views of the fused output (rows of 2f): silu(gate) reads a
@@ -448,7 +449,7 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
   } else {
     ops.push_back(memory_op(prefix + "swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e));
   }
-  ops.push_back(matmul(prefix + "down", 1, d.T(), d.H, f, true, Split::row, double(f) * d.H, ff * d.e));
+  ops.push_back(matmul(prefix + "down", 1, d.T(), d.H, f, true, Split::row, double(f) * d.H, ff * d.g));
 }
 
 void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
@@ -459,11 +460,11 @@ void dense_mlp_ops(std::vector<Op>& ops, const Dims& d, bool llama) {
     swiglu_mlp(ops, d, d.F, "");
   } else {
     ops.push_back(matmul("fc1", 1, d.T(), d.F, d.H, true, Split::column, double(d.H) * d.F + d.F, 0));
-    ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.e));
+    ops.push_back(saved_marker("mlp-input-saved", Split::seq, d.TH() * d.g));
     bias_grad(ops, "fc1", d, d.F, Split::column);
     bias_add(ops, "fc1", d, d.F, Split::column);
     ops.push_back(memory_op(d.eager ? "gelu" : "bias-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e));
-    ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.e));
+    ops.push_back(matmul("fc2", 1, d.T(), d.H, d.F, true, Split::row, double(d.F) * d.H + d.H, ff * d.g));
     bias_grad(ops, "fc2", d, d.H, Split::seq);
   }
   rowwise_exit(ops, "mlp-g", d, d.TH() * d.e, !llama);
@@ -606,6 +607,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
          m.head_dim(),         m.ffn_hidden,       m.vocab,           e,           m.dropout,
          style.residual_bytes, style.autocast_casts, style.eager,     style.unfused_score_mask,
          style.bias_add_kernels, style.fp32_logits, style.dtensor_projections};
+  d.g = style.gemm_input_saved_bytes > 0 ? style.gemm_input_saved_bytes : e;
   ModelGraph g;
   g.micro_batch = micro_batch;
   g.tokens_per_sample = m.seq_len;
@@ -874,8 +876,12 @@ GraphStyle graph_style(Precision p) {
     case Precision::amp_bf16:
     case Precision::amp_fp16: return {2, 4, true, true};
     case Precision::mixed_bf16:
-    case Precision::mixed_fp16:
-    case Precision::mixed_fp8: return {2, 2, false, false};
+    case Precision::mixed_fp16: return {2, 2, false, false};
+    case Precision::mixed_fp8: {
+      GraphStyle s{2, 2, false, false};
+      s.gemm_input_saved_bytes = 1;
+      return s;
+    }
   }
   return {};
 }

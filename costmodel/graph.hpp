@@ -154,6 +154,11 @@ struct GraphStyle {
   // projection and each keeps its own 16-bit copy for backward; every DTensor collective
   // (functional collectives) copies its input first.
   bool dtensor_projections = false;
+  // Element size of the input a weight GEMM keeps for its weight gradient (0: the
+  // activation's). Under mixed-fp8 Transformer Engine keeps the fp8 cast it fed the
+  // forward GEMM, 1 byte (TE's Linear/LayerNormLinear save the quantized input or its
+  // transpose for wgrad), as fp8_cast_traffic already prices the backward transpose.
+  double gemm_input_saved_bytes = 0;
 };
 GraphStyle graph_style(Precision p);
 // The precision's style with the framework's kernels (training.framework).

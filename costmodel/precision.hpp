@@ -40,6 +40,13 @@ struct PrecisionRules {
   // Bytes per parameter the framework's optimizer moves besides the fused step
   // (optimizer_step_bytes and the gradient read): megatron-2019's FP16_Optimizer passes.
   double optimizer_extra_bytes = 0;
+  // ZeRO-1/2 gradients all-reduced in full rather than reduce-scattered: DeepSpeed's
+  // BF16_Optimizer (megatron-deepspeed under mixed-bf16) hands its whole fp32 gradient
+  // buffer to buffered_allreduce_fallback (deepspeed/runtime/engine.py
+  // _exec_reduce_grads -> _bf16_reduce_grads; bf16_optimizer.py get_grads_for_reduction
+  // returns fp32_groups_gradients_flat), then all-gathers the updated bf16 weights
+  // (all_gather_dp_groups). gradient_sync reads it.
+  bool zero_reduce_all = false;
   // Bytes read plus written per parameter by the optimizer step.
   double optimizer_step_bytes() const;
 };

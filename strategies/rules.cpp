@@ -15,16 +15,18 @@ WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, i64
   m.weights = params * r.weight_bytes / (zero >= 3 ? d : 1.0);
   m.gradients = params * r.grad_bytes / (zero >= 2 ? d : 1.0);
   m.optimizer_states = params * (r.master_bytes + r.optimizer_state_bytes) / (zero >= 1 ? d : 1.0);
-  m.autocast_copy = params * r.autocast_copy_bytes;
+  m.autocast_copy = fp8_copy_follows_gather(r, zero) ? 0.0 : params * r.autocast_copy_bytes;
   return m;
 }
+
+bool fp8_copy_follows_gather(const PrecisionRules& r, int zero) { return zero >= 3 && r.weight_gemm == DType::fp8; }
 
 GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64 dp, i64 shard) {
   GradientSync s;
   if (dp <= 1 || params <= 0) return s;
   s.reduce_bytes = params * r.grad_comm_bytes;
   if (zero == 0) return s;
-  s.reduce = Collective::reduce_scatter;
+  s.reduce = zero < 3 && r.zero_reduce_all ? Collective::all_reduce : Collective::reduce_scatter;
   if (zero < 3) s.gather_bytes = params * r.gather_bytes;
   else s.gather_per_pass = params * r.gather_bytes;
   if (shard >= 1 && shard < dp) s.replica_reduce_bytes = params / double(shard) * r.grad_comm_bytes;
@@ -179,7 +181,8 @@ MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& 
   m.optimizer_states = w.optimizer_states;
   m.activations = in.in_flight * in.kept_per_micro_batch;
   m.gradients += in.ddp.copy ? in.params * r.grad_bytes : 0.0;
-  m.temporary = in.working + in.offload_buffer + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * r.gather_bytes : 0.0);
+  const double gathered_bytes = r.gather_bytes + (fp8_copy_follows_gather(r, in.zero) ? r.autocast_copy_bytes : 0.0);
+  m.temporary = in.working + in.offload_buffer + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * gathered_bytes : 0.0);
   if (!r.persistent_grads && !in.ddp.persistent && in.micro_batches == 1) {
     MemoryBreakdown activation_peak = m, step_peak = m;
     activation_peak.gradients = 0;

@@ -28,11 +28,20 @@ struct WeightMemory {
   Bytes autocast_copy = 0;  // PyTorch autocast's low-precision weight copy (transient)
   Bytes total() const { return weights + gradients + optimizer_states + autocast_copy; }
 };
+// The low-precision weight copy is kept for every resident parameter, except Transformer
+// Engine's fp8 weight cache under ZeRO-3 / FSDP (mixed-fp8, zero 3): there the fp8 copy is
+// cast from the gathered bf16 weight and freed with it (Megatron-Bridge's FSDP recipes set
+// ddp.keep_fp8_transpose_cache false: scripts/performance/utils/helpers.py,
+// set_megatron_fsdp_overrides, v0.1.0rc3), so it lives only for the gathered blocks and
+// stage_memory counts it there (fp8_copy_follows_gather).
 WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, std::int64_t dp);
+bool fp8_copy_follows_gather(const PrecisionRules& r, int zero);
 
 // The data-parallel collectives of one iteration, in bytes per rank (as collective_time
 // takes them). ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the
-// gradients and, after the step, an all-gather of the updated weights. ZeRO-3: the
+// gradients and, after the step, an all-gather of the updated weights (DeepSpeed's
+// BF16_Optimizer, PrecisionRules::zero_reduce_all: an all-reduce of the whole fp32
+// gradient buffer instead of the reduce-scatter). ZeRO-3: the
 // reduce-scatter, and an all-gather of each block's weights before its forward and again
 // before its backward of every micro-batch (`gather_per_pass`).
 //
@@ -188,7 +197,8 @@ ActivationOffload activation_offload(const std::vector<OffloadLayer>& chunk_laye
 //  activations: `in_flight` micro-batches of what the stage's blocks keep;
 //  gradients: plus a second copy in DDP's buckets (ddp_buckets);
 //  temporary: the largest block's working memory, autocast's weight copy and, under
-//  ZeRO-3, two blocks' gathered weights (the one running and the one prefetched).
+//  ZeRO-3, two blocks' gathered weights (the one running and the one prefetched), with
+//  their fp8 copies when fp8_copy_follows_gather.
 // Eager PyTorch (PrecisionRules::persistent_grads false, no DDP buckets) allocates
 // gradients in backward and frees them after the step: with one micro-batch the peak is
 // the larger of the activation peak (no gradients yet) and the step (all gradients, no

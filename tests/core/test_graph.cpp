@@ -350,3 +350,18 @@ TEST_CASE("pytorch-tp: separate ColwiseParallel projections, each all-reducing i
     CHECK(matmuls == c.colwise + 2);
   }
 }
+
+TEST_CASE("mixed-fp8: the inputs the weight GEMMs keep for their weight gradients are fp8", "[graph]") {
+  // Transformer Engine keeps the fp8 cast of each weight GEMM's input for wgrad: per layer of
+  // a GPT block that is the qkv and fc1 inputs (s b h each), the attention output (s b h) and
+  // the fc2 input (s b 4h), 7 s b h elements, 1 byte each instead of 2. Nothing else changes.
+  const ModelSpec m = gpt(2560, 2, 32, 2048, 50304);
+  const double sbh = 2.0 * 2048 * 2560;
+  const ModelGraph bf16 = build_model_graph(m, 2, graph_style(Precision::mixed_bf16));
+  const ModelGraph fp8 = build_model_graph(m, 2, graph_style(Precision::mixed_fp8));
+  const Block& a = bf16.blocks[static_cast<std::size_t>(bf16.layers[0])];
+  const Block& b = fp8.blocks[static_cast<std::size_t>(fp8.layers[0])];
+  std::printf("fp8 saved GEMM inputs: expected %.0f B fewer per layer, graph %.0f B fewer\n", 7 * sbh,
+              a.saved_bytes() - b.saved_bytes());
+  CHECK(a.saved_bytes() - b.saved_bytes() == Approx(7 * sbh).epsilon(1e-12));
+}

@@ -11,7 +11,9 @@
 // FLOP counting, 8 N T (metric flops_counting, from the v1.0 post's 62.4 TFLOP/s at 1288 ms);
 // they remain 7-29% optimistic, and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
 // Ampere: BLOOM and MT-NLG run megatron-deepspeed (fp32 gradient accumulation per
-// micro-batch) and remain 20-30% optimistic; OPT-175B (metaseq FSDP) 11%. DeepSeek-V3 on
+// micro-batch; BF16_Optimizer's fp32 all-reduce after the flush) and remain 22-34%
+// optimistic; OPT-175B (metaseq FSDP) 11%. Blackwell: the GB200 405B row runs its recipe's
+// activation offload (95 layers) on one NIC per GPU (+12%). DeepSeek-V3 on
 // 2,048 H800s is about 5% optimistic with DualPipe (33% pessimistic under 1F1B, which left
 // the expert all-to-all exposed). The bounds below stop
 // regressions while the goal is open.
@@ -60,6 +62,7 @@ TEST_CASE("published training throughput against the transferred and calibrated 
     std::printf("%-10s mean absolute error %5.1f%%, median %5.1f%% over %zu rows (goal 10%%; + is optimistic)\n",
                 gen.c_str(), 100 * mae[gen], 100 * e[e.size() / 2], e.size());
   }
+  CHECK(not_fitting <= 5);
   std::printf("%d rows do not fit in the predicted memory though the real run did (assumed recompute or memory model)\n",
               not_fitting);
   REQUIRE(mae.count("volta"));
@@ -69,10 +72,12 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   CHECK(mae["volta"] <= 0.20);
   // Ampere was 22.9% on the transfer branch; with the duty-cycle H100 GEMM curve (GEMMs
   // timed near boost clock, as in training steps) the A100's transferred GEMMs got faster
-  // and the Megatron-DeepSpeed rows moved back up 4-5 points (26.4%): open, issue 13.
-  CHECK(mae["ampere"] <= 0.28);
+  // and the Megatron-DeepSpeed rows moved back up 4-5 points (26.4%; 25.2% with DeepSpeed's
+  // gradient all-reduce after the flush): open, issue 13.
+  CHECK(mae["ampere"] <= 0.27);
   CHECK(mae["hopper"] <= 0.12);
-  CHECK(mae["blackwell"] <= 0.15);
+  // Blackwell 8.6% (12.8% before the GB200 405B row ran its recipe's offload and network).
+  CHECK(mae["blackwell"] <= 0.10);
 }
 
 TEST_CASE("Llama 3 405B on 8,192 and 16,384 H100s (Llama 3 paper, Table 4): predicted beside published", "[accuracy][published]") {

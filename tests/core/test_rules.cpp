@@ -55,6 +55,19 @@ TEST_CASE("gradient sync: all-reduce, reduce-scatter + all-gather, or per-pass g
   CHECK(z3.gather_bytes == 0);
   CHECK(z3.gather_per_pass == Approx(2 * P));
   CHECK_FALSE(gradient_sync(P, kMixed, 3, 1).active());  // one replica: nothing to sync
+  // megatron-deepspeed under mixed-bf16 (DeepSpeed's BF16_Optimizer, ZeRO-1): the fp32
+  // gradient buffer is all-reduced in full, then the bf16 weights all-gathered.
+  TrainingSpec ds;
+  ds.precision = Precision::mixed_bf16;
+  ds.framework.name = Framework::megatron_deepspeed;
+  ds.framework.given = true;
+  const GradientSync bf16_optimizer = gradient_sync(P, precision_rules(ds), 1, 4);
+  CHECK(bf16_optimizer.reduce == Collective::all_reduce);
+  show("BF16_Optimizer ZeRO-1: all-reduce of 4 P (fp32), then all-gather of 2 P (bf16)", 6 * P,
+       bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes);
+  CHECK(bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes == Approx(6 * P));
+  ds.precision = Precision::mixed_fp16;  // DeepSpeed's ZeRO stage-1 optimizer: unchanged
+  CHECK(gradient_sync(P, precision_rules(ds), 1, 4).reduce == Collective::reduce_scatter);
   CHECK(updated_params(P, 2, 4) == Approx(P / 4));
   CHECK(updated_params(P, 0, 4) == Approx(P));
 }
@@ -279,6 +292,29 @@ TEST_CASE("stage memory: weights, in-flight activations, working set, ZeRO-3 buf
   const double step_peak = 1e9 * (4 + 4 + 8 + 2);                    // no activations
   show("amp-bf16, one micro-batch: max(activation peak, step peak)", std::max(activation_peak, step_peak), e.total());
   CHECK(e.total() == Approx(std::max(activation_peak, step_peak)));
+}
+
+TEST_CASE("stage memory: under ZeRO-3 the fp8 weight copy lives with the gathered blocks only", "[rules]") {
+  // mixed-fp8 (Transformer Engine): 2 bytes of fp8 weight and transpose per parameter.
+  // Without ZeRO-3 they are cached for every resident parameter; under ZeRO-3 / FSDP they
+  // are cast from the gathered block and freed with it: two blocks' worth.
+  const PrecisionRules fp8 = precision_rules(Precision::mixed_fp8, OptimizerKind::adam);
+  StageMemoryInputs in;
+  in.params = 1e9;
+  in.largest_block_params = 1e8;
+  in.zero = 1;
+  in.dp = 8;
+  in.micro_batches = 16;
+  const double zero1 = 1e9 * (2 + 4 + 12.0 / 8) + 1e9 * 2;
+  show("mixed-fp8, ZeRO-1 dp 8: weights, grads, states / 8, fp8 copy of every parameter", zero1, stage_memory(in, fp8).total());
+  CHECK(stage_memory(in, fp8).total() == Approx(zero1).epsilon(1e-12));
+  in.zero = 3;
+  const double zero3 = 1e9 * 18 / 8 + 2 * 1e8 * (2 + 2);
+  show("mixed-fp8, ZeRO-3 dp 8: all sharded, two gathered blocks with their fp8 copies", zero3, stage_memory(in, fp8).total());
+  CHECK(stage_memory(in, fp8).total() == Approx(zero3).epsilon(1e-12));
+  CHECK(fp8_copy_follows_gather(fp8, 3));
+  CHECK_FALSE(fp8_copy_follows_gather(fp8, 2));
+  CHECK_FALSE(fp8_copy_follows_gather(kAmp, 3));  // autocast's copy: unchanged
 }
 
 TEST_CASE("stage memory: ZeRO shards expert weights over their dp / ep replicas only", "[rules]") {
