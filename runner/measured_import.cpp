@@ -103,19 +103,27 @@ std::vector<results::MeasuredRecord> read_measured_runs(const std::vector<std::s
   return records;
 }
 
-std::vector<ImportedRun> store_measured_runs(const std::string& db_file,
-                                             const std::vector<results::MeasuredRecord>& records) {
+std::vector<ImportedRun> store_in_one_transaction(const std::string& db_file, std::size_t n,
+                                                  const std::function<ImportedRun(results::Database&, std::size_t)>& add) {
   results::Database db(db_file, results::Database::Mode::read_write);
   db.begin();
   std::vector<ImportedRun> imported;
   try {
-    for (const auto& m : records) imported.push_back({m.file, db.add_measured(m), results::scenario_hash(m.scenario)});
+    for (std::size_t i = 0; i < n; ++i) imported.push_back(add(db, i));
     db.commit();
   } catch (...) {
     db.rollback();
     throw;
   }
   return imported;
+}
+
+std::vector<ImportedRun> store_measured_runs(const std::string& db_file,
+                                             const std::vector<results::MeasuredRecord>& records) {
+  return store_in_one_transaction(db_file, records.size(), [&](results::Database& db, std::size_t i) {
+    const auto& m = records[i];
+    return ImportedRun{m.file, db.add_measured(m), results::scenario_hash(m.scenario)};
+  });
 }
 
 }  // namespace clustersim::runner

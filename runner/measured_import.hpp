@@ -4,6 +4,7 @@
 // every problem reported, and the runs are stored in one transaction.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ struct ImportedRun {
   std::int64_t id = 0;        // its measured-run id (existing id when imported before)
   std::string scenario_hash;  // the scenario it is compared by
 };
+
+// Calls add(db, i) for i = 0 .. n-1 inside one transaction of `db_file` (created when
+// missing): every item is stored or, on any error, none.
+std::vector<ImportedRun> store_in_one_transaction(const std::string& db_file, std::size_t n,
+                                                  const std::function<ImportedRun(results::Database&, std::size_t)>& add);
 
 // Stores `records` in `db_file` (created when missing) in one transaction.
 std::vector<ImportedRun> store_measured_runs(const std::string& db_file,

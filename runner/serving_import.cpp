@@ -265,18 +265,10 @@ ServingImport read_serving_engine_runs(const std::string& file, const std::strin
 
 std::vector<ImportedRun> store_measured_serving_runs(const std::string& db_file,
                                                      const std::vector<MeasuredServingRun>& runs) {
-  results::Database db(db_file, results::Database::Mode::read_write);
-  db.begin();
-  std::vector<ImportedRun> imported;
-  try {
-    for (const auto& m : runs)
-      imported.push_back({m.record.file, db.add_measured_serving(m.record), results::scenario_hash(m.record.scenario)});
-    db.commit();
-  } catch (...) {
-    db.rollback();
-    throw;
-  }
-  return imported;
+  return store_in_one_transaction(db_file, runs.size(), [&](results::Database& db, std::size_t i) {
+    const auto& m = runs[i];
+    return ImportedRun{m.record.file, db.add_measured_serving(m.record), results::scenario_hash(m.record.scenario)};
+  });
 }
 
 }  // namespace clustersim::runner
