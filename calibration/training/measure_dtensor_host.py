@@ -11,7 +11,6 @@ import copy, json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure_host as mh  # noqa: E402
 import torch, torch.distributed as dist, torch.nn as nn  # noqa: E402
-from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor.parallel import ColwiseParallel as C, RowwiseParallel as R, parallelize_module  # noqa
 import measure_parallel as mp  # noqa: E402
 mt = mh.mt
@@ -41,13 +40,7 @@ def main():
     p.add_argument("--out", required=True)
     args = p.parse_args()
     args.target_s, args.reps, args.profile_calls = 0.04, 3, 30
-    lr = int(os.environ["LOCAL_RANK"])
-    dev = torch.device("cuda", lr)
-    torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", device_id=dev)
-    mh.DIST = True
-    world, args.rank = dist.get_world_size(), dist.get_rank()
-    mesh = init_device_mesh("cuda", (world,))
+    dev, world, mesh = mh.init_torchrun(args)
     H = 256
     mt.ATTN = mt.AttentionConfig("auto", "native")
     torch.manual_seed(0)

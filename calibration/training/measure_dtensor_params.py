@@ -21,7 +21,6 @@ import copy, json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import measure_host as mh  # noqa: E402
 import torch, torch.distributed as dist, torch.nn as nn  # noqa: E402
-from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module  # noqa: E402
 
 mt = mh.mt
@@ -49,13 +48,7 @@ def main():
     p.add_argument("--reps", type=int, default=7)
     args = p.parse_args()
     args.target_s, args.profile_calls = 0.05, 20
-    lr = int(os.environ["LOCAL_RANK"])
-    dev = torch.device("cuda", lr)
-    torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", device_id=dev)
-    mh.DIST = True
-    world, args.rank = dist.get_world_size(), dist.get_rank()
-    mesh = init_device_mesh("cuda", (world,))
+    dev, world, mesh = mh.init_torchrun(args)
     mt.ATTN = mt.AttentionConfig("auto", "native")
     res = []
 

@@ -170,6 +170,19 @@ def case(results, name, fn, args, ctx=None, collective=False, **meta):
     return rec
 
 
+def init_torchrun(args):
+    """Under torchrun: this rank's GPU, the NCCL process group and a 1-D device mesh over
+    every rank; sets DIST and args.rank. Returns (device, world size, mesh)."""
+    global DIST
+    from torch.distributed.device_mesh import init_device_mesh
+    dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", device_id=dev)
+    DIST = True
+    world, args.rank = dist.get_world_size(), dist.get_rank()
+    return dev, world, init_device_mesh("cuda", (world,))
+
+
 def autocast_ctx():
     return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
 
