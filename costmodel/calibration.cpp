@@ -11,6 +11,13 @@
 namespace clustersim {
 namespace {
 
+// The median of v (the mean of the middle two when even); 0 for none.
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 std::optional<DType> dtype_from(const std::string& s) {
   for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8})
     if (to_string(t) == s) return t;
@@ -414,11 +421,6 @@ HostDispatch fit_host_dispatch(const std::string& file) {
     if (v.empty()) diag.error(std::string("/") + section, fmt::format("no case named \"{}...\"", prefix));
     return v;
   };
-  const auto median_of = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   const auto overhead = [&](const char* variant) {
     const auto units = doc.find("fsdp_per_unit");
     const std::string path = std::string("/fsdp_per_unit/") + variant + "/host_overhead_per_unit_vs_plain_s";
@@ -519,10 +521,6 @@ Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel) {
   }
   if (!(eager_per_kernel > 0)) diag.error("/reference", "the profile's eager host time per kernel is needed to carry the cost over");
   diag.throw_if_errors();
-  const auto median_of = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   const double per_module = (median_of(on) - median_of(off)) / (layers * biased);
   if (!(per_module > 0)) {
     diag.error("/runs", fmt::format("expected the biased steps to take longer (median {} s against {} s)", median_of(on),
@@ -558,10 +556,6 @@ OverlapInterference fit_overlap_interference(const std::string& file) {
     }
   if (compute.empty() || comm.empty()) diag.error("/runs", "no GEMM beside a collective of at least 64 MiB");
   diag.throw_if_errors();
-  const auto median_of = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   OverlapInterference f;
   f.source = file;
   f.compute = std::max(1.0, median_of(compute));
