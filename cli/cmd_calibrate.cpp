@@ -30,6 +30,7 @@ struct FitCommand {
   std::string eager_file;    // eager PyTorch kernels by access path (measure_eager_kernels.py)
   std::string host_file;     // host dispatch costs (measure_host.py)
   std::string dtensor_bias_file;  // DTensor GPT steps with and without biases (measure_parallel.py)
+  std::vector<std::string> dtensor_optimizer_files;  // DTensor optimizer steps (measure_dtensor_params.py)
   std::string overlap_file;  // overlap interference (calibration/nccl's overlap benchmark)
   std::vector<std::string> nccl_files;
   std::string db, hardware;  // fit from samples stored by `calibrate import`
@@ -128,6 +129,15 @@ int fit(const FitCommand& c) {
     fitted.sources.push_back("DTensor bias host cost from host-bound GPT steps with and without biases "
                              "(calibration/training/measure_parallel.py --dtp-gpt-bias): " + c.dtensor_bias_file);
   }
+  if (!c.dtensor_optimizer_files.empty()) {
+    if (c.host_file.empty())
+      throw InputError("<command line>", "--dtensor-optimizer", "needs --host (the eager host rate the cost is carried to)");
+    fitted.host.dtensor_optimizer_param = fit_dtensor_optimizer(c.dtensor_optimizer_files, fitted.host.eager_per_kernel);
+    std::string files;
+    for (const auto& f : c.dtensor_optimizer_files) files += (files.empty() ? "" : ", ") + f;
+    fitted.sources.push_back("DTensor parameter host cost of the fused AdamW step (calibration/training/"
+                             "measure_dtensor_params.py): " + files);
+  }
   if (!c.overlap_file.empty()) {
     fitted.interference = fit_overlap_interference(c.overlap_file);
     fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " +
@@ -165,10 +175,12 @@ int fit(const FitCommand& c) {
                fitted.interference.compute, fitted.interference.comm);
   if (fitted.host.present()) {
     const auto& h = fitted.host;
-    fmt::print("host dispatch: {} per kernel eager; a DTensor parallel-style module {} forward, {} backward, its bias {}; "
+    fmt::print("host dispatch: {} per kernel eager; a DTensor parallel-style module {} forward, {} backward, its bias {}, "
+               "a DTensor parameter in the optimizer step {}; "
                "DDP {} per layer; FSDP per unit {} (fp32), {} (mixed precision), {} (FSDP2)\n",
                format_seconds(h.eager_per_kernel), format_seconds(h.dtensor_module_forward),
-               format_seconds(h.dtensor_module_backward), format_seconds(h.dtensor_bias), format_seconds(h.ddp_per_layer),
+               format_seconds(h.dtensor_module_backward), format_seconds(h.dtensor_bias),
+               format_seconds(h.dtensor_optimizer_param), format_seconds(h.ddp_per_layer),
                format_seconds(h.fsdp_per_unit), format_seconds(h.fsdp_mixed_per_unit), format_seconds(h.fsdp2_per_unit));
   }
   if (!c.nccl_files.empty()) {
@@ -252,6 +264,9 @@ const Registration calibrate_command{
       f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
       f->add_option("--dtensor-bias", c->dtensor_bias_file,
                     "DTensor GPT steps with and without biases (clustersim-dtensor-bias JSON); needs --host");
+      f->add_option("--dtensor-optimizer", c->dtensor_optimizer_files,
+                    "fused AdamW steps over DTensor and plain Linear stacks (clustersim-host-dispatch JSON of "
+                    "measure_dtensor_params.py; repeat for each run); needs --host");
       f->add_option("--overlap", c->overlap_file, "overlap interference (calibration/nccl's clustersim-overlap-bench JSON)");
       f->add_option("--nccl", c->nccl_files,
                     "NCCL collective timings (clustersim-nccl-bench JSON; repeat for each GPU count), fitted into the "

@@ -72,6 +72,7 @@ std::string format_report(const Scenario& s, const Estimator& est, const Predict
   row("pipeline bubble", b.bubble);
   row("data-parallel comm (exposed)", b.dp_comm_exposed);
   row("optimizer step", b.optimizer);
+  if (b.host_bound > 0) row("waiting for the host", b.host_bound);
   line("");
   const auto& mm = e.memory;
   line("memory breakdown (most loaded stage)");

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <tuple>
 #include <fmt/format.h>
 
 #include "costmodel/kernels.hpp"
@@ -61,6 +64,36 @@ MemoryKind memory_kind_of(const std::string& kernel) {
 }
 
 bool held_back(std::size_t index, int every) { return every > 0 && index % static_cast<std::size_t>(every) == static_cast<std::size_t>(every) - 1; }
+
+// Host seconds per kernel of the measured transformer blocks ("block ..." cases of
+// measure_host.py) in `cases`: host_per_call_s / kernels_per_call, or with rank >= 0 that
+// rank's own figures (the *_per_rank arrays of a multi-rank file). These blocks are the
+// yardstick a host-side cost measured on one machine is carried to another by.
+std::vector<double> block_host_per_kernel(const nlohmann::json& cases, const std::string& path, int rank,
+                                          Diagnostics& diag) {
+  std::vector<double> v;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    if (!c.is_object() || c.value("case", "").rfind("block ", 0) != 0) continue;
+    const auto figure = [&](const char* key) {
+      if (rank < 0) return c.value(key, 0.0);
+      const auto it = c.find(std::string(key) + "_per_rank");
+      if (it == c.end() || !it->is_array() || it->size() <= static_cast<std::size_t>(rank) || !(*it)[rank].is_number())
+        return 0.0;
+      return (*it)[rank].get<double>();
+    };
+    const double host = figure("host_per_call_s"), kernels = figure("kernels_per_call");
+    if (!(host > 0) || !(kernels > 0)) {
+      diag.error(json_path(path, i), rank < 0 ? std::string("expected host_per_call_s > 0 and kernels_per_call > 0")
+                                              : fmt::format("expected host_per_call_s_per_rank and kernels_per_call_per_rank "
+                                                            "with a figure > 0 for rank {}", rank));
+      continue;
+    }
+    v.push_back(host / kernels);
+  }
+  if (v.empty()) diag.error(path, "no case named \"block ...\" (measure_host.py's transformer blocks)");
+  return v;
+}
 
 }  // namespace
 
@@ -400,27 +433,6 @@ HostDispatch fit_host_dispatch(const std::string& file) {
     diag.error("/format", "expected \"clustersim-host-dispatch/1\"");
     diag.throw_if_errors();
   }
-  // Host seconds per kernel of each case in `section` whose name starts with `prefix`.
-  const auto per_kernel = [&](const char* section, const std::string& prefix) {
-    std::vector<double> v;
-    const auto it = doc.find(section);
-    if (it == doc.end() || !it->is_array()) {
-      diag.error(std::string("/") + section, "expected an array of measured cases");
-      return v;
-    }
-    for (std::size_t i = 0; i < it->size(); ++i) {
-      const auto& c = (*it)[i];
-      if (!c.is_object() || c.value("case", "").rfind(prefix, 0) != 0) continue;
-      const double host = c.value("host_per_call_s", 0.0), kernels = c.value("kernels_per_call", 0.0);
-      if (!(host > 0) || !(kernels > 0)) {
-        diag.error(json_path(std::string("/") + section, i), "expected host_per_call_s > 0 and kernels_per_call > 0");
-        continue;
-      }
-      v.push_back(host / kernels);
-    }
-    if (v.empty()) diag.error(std::string("/") + section, fmt::format("no case named \"{}...\"", prefix));
-    return v;
-  };
   const auto overhead = [&](const char* variant) {
     const auto units = doc.find("fsdp_per_unit");
     const std::string path = std::string("/fsdp_per_unit/") + variant + "/host_overhead_per_unit_vs_plain_s";
@@ -434,7 +446,9 @@ HostDispatch fit_host_dispatch(const std::string& file) {
   };
   HostDispatch h;
   h.source = file;
-  h.eager_per_kernel = median_of(per_kernel("blocks", "block "));
+  const auto blocks = doc.find("blocks");
+  if (blocks == doc.end() || !blocks->is_array()) diag.error("/blocks", "expected an array of measured cases");
+  else h.eager_per_kernel = median_of(block_host_per_kernel(*blocks, "/blocks", -1, diag));
   // The DTensor MLP (ColwiseParallel fc1, RowwiseParallel fc2) against the same plain MLP:
   // what its two parallel-style modules add beyond their extra kernels (the functional
   // collectives' copies and NCCL kernels) at the eager rate, forward and backward.
@@ -528,6 +542,85 @@ Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel) {
     diag.throw_if_errors();
   }
   return per_module * eager_per_kernel / (ref_step / ref_kernels);
+}
+
+Seconds fit_dtensor_optimizer(const std::vector<std::string>& files, Seconds eager_per_kernel) {
+  std::vector<double> per_param;
+  for (const std::string& file : files) {
+    const nlohmann::json doc = read_json_file(file);
+    Diagnostics diag(file);
+    if (!doc.is_object() || doc.value("format", "") != "clustersim-host-dispatch/1") {
+      diag.error("/format", "expected \"clustersim-host-dispatch/1\" (measure_dtensor_params.py)");
+      diag.throw_if_errors();
+    }
+    if (!doc.contains("cases") || !doc["cases"].is_array()) {
+      diag.error("/cases", "expected an array of measured cases (measure_dtensor_params.py)");
+      diag.throw_if_errors();
+    }
+    const nlohmann::json& cases = doc["cases"];
+    const auto ranks = doc.contains("environment") && doc["environment"].is_object()
+                           ? doc["environment"].value("world_size", 0)
+                           : 0;
+    if (ranks < 1) diag.error("/environment/world_size", "expected the number of ranks (>= 1)");
+    // The fused AdamW step over K ColwiseParallel Linears, DTensor or plain, K = 8 and 32.
+    struct Step {
+      std::size_t index;
+      double params;
+    };
+    std::map<std::tuple<std::string, int, bool>, Step> steps;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const auto& c = cases[i];
+      if (!c.is_object() || c.value("part", "") != "optimizer" || c.value("kind", "") != "colwise") continue;
+      const std::string path = json_path("/cases", i);
+      const auto params = c.find("param_tensors");
+      if (params == c.end() || !params->is_number() || !(params->get<double>() > 0)) {
+        diag.error(path + "/param_tensors", "expected the number of parameter tensors the step updates (> 0)");
+        continue;
+      }
+      steps[{c.value("model", ""), c.value("modules", 0), c.value("bias", false)}] = {i, params->get<double>()};
+    }
+    for (int r = 0; r < std::max(ranks, 0); ++r) {
+      const double rate = median_of(block_host_per_kernel(cases, "/cases", r, diag));  // the blocks beside the stacks
+      for (bool bias : {false, true}) {
+        const auto host = [&](const char* model, int k) -> std::optional<std::pair<double, double>> {
+          const auto it = steps.find({model, k, bias});
+          if (it == steps.end()) {
+            diag.error("/cases", fmt::format("no fused AdamW step of {} {} ColwiseParallel Linears (bias {})", k, model, bias));
+            return std::nullopt;
+          }
+          const auto& c = cases[it->second.index];
+          const auto fig = c.find("host_per_call_s_per_rank");
+          if (fig == c.end() || !fig->is_array() || fig->size() <= static_cast<std::size_t>(r) || !(*fig)[r].is_number() ||
+              !((*fig)[r].get<double>() > 0)) {
+            diag.error(json_path("/cases", it->second.index) + "/host_per_call_s_per_rank",
+                       fmt::format("expected a figure > 0 for rank {}", r));
+            return std::nullopt;
+          }
+          return std::pair{(*fig)[r].get<double>(), it->second.params};
+        };
+        const auto d8 = host("dtensor", 8), d32 = host("dtensor", 32), p8 = host("plain", 8), p32 = host("plain", 32);
+        if (!d8 || !d32 || !p8 || !p32 || !(rate > 0)) continue;
+        const double added = d32->second - d8->second;
+        if (!(added > 0) || p32->second - p8->second != added) {
+          diag.error("/cases", "expected the K = 32 steps to update more parameter tensors than the K = 8 ones, "
+                               "DTensor and plain alike");
+          continue;
+        }
+        // Per parameter: the slope over K of the DTensor step beyond the plain one's, at
+        // this rank's host speed, carried to the profile's.
+        per_param.push_back(((d32->first - d8->first) - (p32->first - p8->first)) / added * eager_per_kernel / rate);
+      }
+    }
+    diag.throw_if_errors();
+  }
+  if (!(eager_per_kernel > 0))
+    throw InputError("<command line>", "--dtensor-optimizer", "needs the profile's eager host time per kernel (--host)");
+  const double v = median_of(per_param);
+  if (!(v > 0))
+    throw InputError(files.front(), "/cases",
+                     fmt::format("expected the DTensor optimizer steps to cost more host time than the plain ones "
+                                 "(median {} s per parameter)", v));
+  return v;
 }
 
 OverlapInterference fit_overlap_interference(const std::string& file) {

@@ -110,6 +110,15 @@ HostDispatch fit_host_dispatch(const std::string& file);
 // Bad content is an InputError with JSON paths.
 Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel);
 
+// What a DTensor parameter adds to the fused AdamW step on the host (HostDispatch::
+// dtensor_optimizer_param), from clustersim-host-dispatch files of
+// calibration/training/measure_dtensor_params.py: per rank and with or without biases, the
+// slope over K = 8 and 32 ColwiseParallel Linears of the DTensor step beyond the plain
+// one's, per parameter tensor, carried to the profile's host speed by eager_per_kernel over
+// that rank's own rate on the same file's transformer blocks; the median over all of them.
+// Bad content is an InputError with JSON paths.
+Seconds fit_dtensor_optimizer(const std::vector<std::string>& files, Seconds eager_per_kernel);
+
 // Overlap interference from a clustersim-overlap-bench JSON file (calibration/nccl): the
 // median GEMM slowdown beside a collective, and the median collective slowdown beside
 // GEMMs, over every GPU count, GEMM shape and collective of at least 64 MiB (smaller

@@ -102,8 +102,13 @@ struct HostDispatch {
   Seconds dtensor_module_forward = 0, dtensor_module_backward = 0;
   // What a bias adds to such a module (the bias is a DTensor parameter of its own: cast
   // under autocast, its gradient reduced, accumulated and updated), forward + backward +
-  // its optimizer step; 0 where not measured.
+  // its optimizer step, as measured on whole one-micro-batch steps; 0 where not measured.
   Seconds dtensor_bias = 0;
+  // What one DTensor parameter adds to the fused AdamW step on the host beyond a plain one
+  // (the step's tensor lists go through DTensor's dispatch: sharding propagation and the
+  // unwrapping of each parameter, gradient and state before the kernels are launched);
+  // 0 where not measured.
+  Seconds dtensor_optimizer_param = 0;
   Seconds ddp_per_layer = 0;       // DDP's autograd hooks, per layer (its parameters)
   Seconds fsdp_per_unit = 0;       // FSDP1 pre/post hooks per wrapped unit, fwd + bwd, no mixed precision
   Seconds fsdp_mixed_per_unit = 0; // FSDP1 with a MixedPrecision policy (casts of the flat parameter)

@@ -606,6 +606,10 @@ struct Replay::Impl {
     if (const GradientSync s = sync(prog.params); s.gather_bytes > 0)
       across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather, s.gather_bytes,
                       "parameter all-gather", g.st.dp_comm, Stream::dp_comm, true);
+    if (prog.optimizer_host > 0) {  // the host prepares the step after its last launch
+      g.host_clock += prog.optimizer_host;
+      wait_for_host(g, g.host_clock);
+    }
     if (prog.optimizer > 0) {
       const double t0 = now();
       sg4::this_actor::sleep_for(prog.optimizer);

@@ -252,6 +252,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
     const StagePrediction& se = e.stages[static_cast<std::size_t>(st)];
     sp.params = se.params_per_gpu;
     sp.optimizer = se.optimizer;
+    sp.optimizer_host = se.host_optimizer;
     sp.static_memory = se.memory;
     sp.static_memory.activations = 0;
     r.stages.push_back(std::move(sp));

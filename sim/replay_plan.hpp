@@ -60,6 +60,7 @@ struct StageProgram {
   std::vector<ChunkProgram> chunks;  // v model chunks (1 unless interleaved)
   double params = 0;                 // parameters on one GPU of the stage
   Seconds optimizer = 0;
+  Seconds optimizer_host = 0;  // host time the step needs before its kernels (rules.hpp op_host_overhead)
   MemoryBreakdown static_memory;     // weights, gradients, optimizer states, temporary (no activations)
 };
 

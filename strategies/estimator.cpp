@@ -96,6 +96,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     const OpHost extra = op_host_overhead(op, training_.framework, cluster_.gpu.host, plan.tp);
     c.host_extra_forward += extra.forward;
     c.host_extra_backward += extra.backward;
+    c.host_optimizer += extra.optimizer;
     if (op_recomputed(op, requested, is_layer)) {
       c.host_extra_backward += extra.forward;
       c.recompute += o.forward;
@@ -214,6 +215,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       kernels_b += c.kernels_backward;
       extra_f += c.host_extra_forward;
       extra_b += c.host_extra_backward;
+      st.host_optimizer += c.host_optimizer;
       st.forward += c.forward;
       st.backward += c.backward;
       st.weight_grad += c.weight_grad;

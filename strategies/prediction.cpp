@@ -95,6 +95,7 @@ void write_members(JsonWriter& w, const Prediction& e) {
     w.member("first_layer", s.first_layer);
     w.member("forward_s", s.forward);
     w.member("host_forward_per_micro_batch_s", s.host_forward);
+    if (s.host_optimizer > 0) w.member("host_optimizer_s", s.host_optimizer);  // DTensor parameters only
     w.member("host_per_micro_batch_s", s.host);
     w.member("layers", s.layers);
     w.key("memory");
@@ -186,6 +187,7 @@ Prediction prediction_from_json(const nlohmann::json& j) {
     st.optimizer = s.at("optimizer_s").get<double>();
     st.host = s.at("host_per_micro_batch_s").get<double>();
     st.host_forward = s.at("host_forward_per_micro_batch_s").get<double>();
+    st.host_optimizer = s.value("host_optimizer_s", 0.0);
     st.params_per_gpu = s.at("params_per_gpu").get<double>();
     st.memory = memory_from(s.at("memory"));
     e.stages.push_back(st);

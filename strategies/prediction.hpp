@@ -49,6 +49,7 @@ struct StagePrediction {
   Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
   Seconds host = 0;                       // host time to launch one micro-batch's kernels
   Seconds host_forward = 0;               // of which its forward
+  Seconds host_optimizer = 0;             // host time the optimizer step needs before its kernels (once)
   double params_per_gpu = 0;
   MemoryBreakdown memory;
 };

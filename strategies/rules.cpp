@@ -311,8 +311,16 @@ OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch
   // A bias is measured as one figure; it splits between the passes as the module's own cost.
   const Seconds module = h.dtensor_module_forward + h.dtensor_module_backward;
   const double bias_forward = module > 0 ? h.dtensor_module_forward / module : 0.5;
-  const Seconds bias = op.biased ? h.dtensor_bias : 0.0;
-  return {h.dtensor_module_forward + bias * bias_forward, h.dtensor_module_backward + bias * (1 - bias_forward)};
+  // dtensor_bias was measured on whole one-micro-batch steps: it holds the bias's share of
+  // the optimizer step, which is paid once per iteration, not per micro-batch.
+  const int params = op.biased ? 2 : 1;
+  const Seconds bias = op.biased ? std::max(0.0, h.dtensor_bias - h.dtensor_optimizer_param) : 0.0;
+  return {h.dtensor_module_forward + bias * bias_forward, h.dtensor_module_backward + bias * (1 - bias_forward),
+          params * h.dtensor_optimizer_param};
+}
+
+Seconds optimizer_host_wait(Seconds host_lead, Seconds sync, Seconds host_optimizer) {
+  return std::max(0.0, host_optimizer - std::max(0.0, host_lead) - sync);
 }
 
 Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 dp) {
@@ -324,6 +332,33 @@ Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 
     default: return 0.0;
   }
 }
+
+namespace {
+// After the last micro-batch: each stage's gradient sync, the wait for its host to prepare
+// the optimizer step, and the step; the iteration ends with the longest of them (the first
+// of equals). `pipeline` + breakdown.host_bound is when the GPUs finish the micro-batches,
+// whose launches took the host `micro_batches` x each stage's host time.
+void add_step_tail(Prediction& e, Seconds pipeline, i64 micro_batches) {
+  auto& bd = e.breakdown;
+  const Seconds end = pipeline + bd.host_bound;
+  std::size_t tail_stage = 0;
+  Seconds longest = -1, wait = 0;
+  for (std::size_t s = 0; s < e.stages.size(); ++s) {
+    const StagePrediction& st = e.stages[s];
+    const Seconds w = optimizer_host_wait(end - double(micro_batches) * st.host, st.dp_exposed, st.host_optimizer);
+    if (st.dp_exposed + w + st.optimizer > longest) {
+      longest = st.dp_exposed + w + st.optimizer;
+      tail_stage = s;
+      wait = w;
+    }
+  }
+  const StagePrediction& t = e.stages[tail_stage];
+  bd.dp_comm_exposed += t.dp_exposed;
+  bd.optimizer = t.optimizer;
+  bd.host_bound += wait;
+  e.iteration_time = pipeline + (t.dp_exposed + t.optimizer) + bd.host_bound;
+}
+}  // namespace
 
 void compose_dualpipe(Prediction& e, i64 m, const OverlapInterference& f) {
   e.breakdown = TimeBreakdown{};
@@ -337,16 +372,9 @@ void compose_dualpipe(Prediction& e, i64 m, const OverlapInterference& f) {
   }
   std::vector<Seconds> busy;
   const Seconds pipeline = dualpipe_makespan(chunks, m, f, &busy);
-  std::size_t crit = 0, tail_stage = 0;
-  Seconds tail = 0;
-  for (std::size_t s = 0; s < e.stages.size(); ++s) {
+  std::size_t crit = 0;
+  for (std::size_t s = 0; s < e.stages.size(); ++s)
     if (busy[s] > busy[crit]) crit = s;
-    const StagePrediction& st = e.stages[s];
-    if (st.dp_exposed + st.optimizer > tail) {
-      tail = st.dp_exposed + st.optimizer;
-      tail_stage = s;
-    }
-  }
   const StagePrediction& c = e.stages[crit];
   const double half = double(m) / 2;  // micro-batches through both chunks of a rank
   auto& bd = e.breakdown;
@@ -365,14 +393,12 @@ void compose_dualpipe(Prediction& e, i64 m, const OverlapInterference& f) {
     bd.dp_comm_exposed = exposed * c.zero3_gather / comm;
   }
   bd.bubble = pipeline - busy[crit];
-  bd.dp_comm_exposed += e.stages[tail_stage].dp_exposed;
-  bd.optimizer = e.stages[tail_stage].optimizer;
   const auto m_half = static_cast<i64>(m / 2);
   for (const auto& st : e.stages)
     bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + st.tp_comm / 2 + st.ep_comm / 2,
                                                             st.backward + st.recompute + st.tp_comm / 2 + st.ep_comm / 2,
                                                             st.host_forward, st.host - st.host_forward, m_half));
-  e.iteration_time = pipeline + tail + bd.host_bound;
+  add_step_tail(e, pipeline, m_half);
 }
 
 void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule, const OverlapInterference& f) {
@@ -383,16 +409,12 @@ void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule, const Ove
   };
   e.breakdown = TimeBreakdown{};
   if (e.stages.empty()) return;
-  std::size_t crit = 0, tail_stage = 0;  // the slowest stage (first of equals); the longest sync + step
-  Seconds tail = 0, fill = 0;
+  std::size_t crit = 0;  // the slowest stage (first of equals)
+  Seconds fill = 0;
   for (std::size_t s = 0; s < e.stages.size(); ++s) {
     const StagePrediction& st = e.stages[s];
     fill += pipeline_fill(schedule, st.per_micro_batch(), forward_of(st), st.weight_grad);
     if (st.per_micro_batch() > e.stages[crit].per_micro_batch()) crit = s;
-    if (st.dp_exposed + st.optimizer > tail) {
-      tail = st.dp_exposed + st.optimizer;
-      tail_stage = s;
-    }
   }
   const StagePrediction& c = e.stages[crit];
   // m x the slowest stage, plus the other stages' fill and drain.
@@ -409,13 +431,12 @@ void compose_iteration(Prediction& e, i64 m, i64 v, Schedule schedule, const Ove
   bd.pp_comm_exposed = md * c.p2p;
   bd.offload_exposed = md * (c.offload_forward + c.offload_backward);
   bd.bubble = pipeline - md * c.per_micro_batch();
-  bd.dp_comm_exposed = md * c.zero3_gather + e.stages[tail_stage].dp_exposed;
-  bd.optimizer = e.stages[tail_stage].optimizer;
+  bd.dp_comm_exposed = md * c.zero3_gather;
   for (const auto& st : e.stages)
     bd.host_bound = std::max(bd.host_bound, host_bound_time(st.forward + (st.tp_comm + st.ep_comm + st.cp_comm) / 2,
                                                             st.backward + st.recompute + (st.tp_comm + st.ep_comm + st.cp_comm) / 2,
                                                             st.host_forward, st.host - st.host_forward, m));
-  e.iteration_time = pipeline + tail + bd.host_bound;
+  add_step_tail(e, pipeline, m);
 }
 
 i64 plan_rank(i64 dp, i64 tp, i64 stage, i64 replica, i64 tp_rank) { return plan_rank(dp, tp, 1, stage, replica, 0, tp_rank); }

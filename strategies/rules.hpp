@@ -367,11 +367,15 @@ Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
 // ParallelStyle module boundary (Op::parallel_style) costs the measured module overhead
 // (hooks, from_local/to_local, sharding propagation, redistribute), forward and backward,
 // and a biased module's Linear (Op::biased) its bias's measured cost, split between the
-// passes as the module's own.
+// passes as the module's own. The module's weight and bias are DTensor parameters: the
+// fused AdamW step pays each one's measured dispatch once per iteration (`optimizer`; the
+// bias's measured cost came from whole one-micro-batch steps, so its share of the step is
+// taken out of the per-micro-batch part).
 // Under DTensor the host cost follows the modules, not the kernels: the same layer's
 // kernels run at the eager rate.
 struct OpHost {
-  Seconds forward = 0, backward = 0;
+  Seconds forward = 0, backward = 0;  // per micro-batch
+  Seconds optimizer = 0;              // per iteration, before the optimizer step's kernels
 };
 OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch& h, std::int64_t tp);
 // GPU time a stage loses to its host over m micro-batches: the host launches kernels in
@@ -382,6 +386,11 @@ OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch
 // the host's lead (or lag) carries over, so each further micro-batch takes
 // max(gpu_f + gpu_b, host_f + host_b). Returns the time beyond m (gpu_f + gpu_b).
 Seconds host_bound_time(Seconds gpu_f, Seconds gpu_b, Seconds host_f, Seconds host_b, std::int64_t m);
+// What the GPU waits for the host before the optimizer step, beyond the gradient sync: the
+// step's kernels start once the gradients are synchronised (sync after the GPU's last
+// micro-batch) and the host has prepared them (host_optimizer after its last launch, which
+// came host_lead before the GPU's end): max(0, host_optimizer - host_lead - sync).
+Seconds optimizer_host_wait(Seconds host_lead, Seconds sync, Seconds host_optimizer);
 // Framework hooks per repeated layer and micro-batch (forward + backward): DDP's
 // autograd hooks (dp > 1), FSDP's pre/post hooks of each wrapped layer.
 Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, std::int64_t dp);

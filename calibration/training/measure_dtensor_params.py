@@ -15,7 +15,7 @@ all-reduce each) are timed too, with the ranks' loops aligned, as a cross-check.
 GPT and Llama blocks of measure_host.py give this machine's eager host rate per kernel, so
 the figures can be carried to the rate of the profile's host-dispatch file.
 
-  torchrun --standalone --nproc-per-node 2 measure_dtensor_params.py --out F
+  torchrun --standalone --nproc-per-node 2 measure_dtensor_params.py --out F [--optimizer-only]
 """
 import copy, json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -46,6 +46,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--optimizer-only", action="store_true",
+                   help="time only the blocks and the fused AdamW steps (ColwiseParallel stacks), not the "
+                        "module passes or the RowwiseParallel stacks")
     args = p.parse_args()
     args.target_s, args.profile_calls = 0.05, 20
     dev, world, mesh = mh.init_torchrun(args)
@@ -57,7 +60,7 @@ def main():
 
     x = torch.randn(2, 32, H, device=dev)            # needs no gradient: no input-gradient all-reduce
     xr = torch.randn(2, 32, H // world, device=dev)  # RowwiseParallel's local input shard
-    for kind in ("colwise", "rowwise"):
+    for kind in (("colwise",) if args.optimizer_only else ("colwise", "rowwise")):
         for K in ((8, 32) if kind == "colwise" else (8,)):
             for bias in (False, True):
                 torch.manual_seed(0)
@@ -85,10 +88,11 @@ def main():
                     meta = dict(section="stack", kind=kind, model=label, modules=K, bias=bias,
                                 param_tensors=len(groups), shapes="x [2, 32, %d], Linear(%d, %d), tp %d" % (H, H, H, world))
                     comm = kind == "rowwise" and label == "dtensor"
-                    mh.case(res, "%s %s K=%d bias=%d forward" % (kind, label, K, bias), fwd, args,
-                            ctx=mh.autocast_ctx, collective=comm, part="forward", **meta)
-                    mh.case(res, "%s %s K=%d bias=%d zero_grad+forward+backward" % (kind, label, K, bias), step, args,
-                            ctx=mh.autocast_ctx, collective=comm, part="zero_grad+forward+backward", **meta)
+                    if not args.optimizer_only:
+                        mh.case(res, "%s %s K=%d bias=%d forward" % (kind, label, K, bias), fwd, args,
+                                ctx=mh.autocast_ctx, collective=comm, part="forward", **meta)
+                        mh.case(res, "%s %s K=%d bias=%d zero_grad+forward+backward" % (kind, label, K, bias), step,
+                                args, ctx=mh.autocast_ctx, collective=comm, part="zero_grad+forward+backward", **meta)
                     if kind == "colwise":
                         with mh.autocast_ctx():
                             step()  # gradients for the optimizer

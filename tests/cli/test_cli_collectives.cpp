@@ -99,7 +99,12 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
   const fs::path out = clustersim::test::temp_dir() / "clustersim-test-h100-regenerated.json";
   const std::string d = "calibration/data/h100-sxm5-80gb/";
   const auto r = run("calibrate fit " + d + "microbench-duty-2026-11-26.json --attention " + d + "sdpa-flash-2026-11-26.json" +
-                     " --eager " + d + "eager-kernels-2026-11-26.json --host " + d + "host-dispatch-2026-11-26.json --dtensor-bias " + d + "dtensor-bias-2026-11-27.json --overlap " + d + "overlap-2026-11-26.json" +
+                     " --eager " + d + "eager-kernels-2026-11-26.json --host " + d + "host-dispatch-2026-11-26.json --dtensor-bias " + d + "dtensor-bias-2026-11-27.json" +
+                     " --dtensor-optimizer " + d + "dtensor-host-2026-11-27/dtensor-params-run1.json --dtensor-optimizer " + d +
+                     "dtensor-host-2026-11-27/dtensor-params-run2.json --dtensor-optimizer " + d +
+                     "dtensor-host-2026-11-27/dtensor-params-run4.json --dtensor-optimizer " + d +
+                     "dtensor-host-2026-11-27/call8-x4-params-r1.json --dtensor-optimizer " + d +
+                     "dtensor-host-2026-11-27/call8-x4-params-r2.json --overlap " + d + "overlap-2026-11-26.json" +
                      " --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " +
                      d + "nccl-4gpu-2026-11-26.json --name h100-sxm5-80gb --holdout 0 --out " + out.string());
   INFO(r.output);

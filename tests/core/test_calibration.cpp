@@ -37,6 +37,16 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   fitted.host.dtensor_bias = fit_dtensor_bias(bias, fitted.host.eager_per_kernel);
   fitted.sources.push_back("DTensor bias host cost from host-bound GPT steps with and without biases "
                            "(calibration/training/measure_parallel.py --dtp-gpt-bias): " + bias);
+  std::vector<std::string> params;
+  std::string listed;
+  for (const char* f : {"dtensor-params-run1.json", "dtensor-params-run2.json", "dtensor-params-run4.json",
+                        "call8-x4-params-r1.json", "call8-x4-params-r2.json"}) {
+    params.push_back(kData + "dtensor-host-2026-11-27/" + f);
+    listed += (listed.empty() ? "" : ", ") + params.back();
+  }
+  fitted.host.dtensor_optimizer_param = fit_dtensor_optimizer(params, fitted.host.eager_per_kernel);
+  fitted.sources.push_back("DTensor parameter host cost of the fused AdamW step (calibration/training/"
+                           "measure_dtensor_params.py): " + listed);
   const std::string overlap = kData + "overlap-2026-11-26.json";
   fitted.interference = fit_overlap_interference(overlap);
   fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " + overlap);
@@ -54,6 +64,11 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   //   --eager calibration/data/h100-sxm5-80gb/eager-kernels-2026-11-26.json
   //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json
   //   --dtensor-bias calibration/data/h100-sxm5-80gb/dtensor-bias-2026-11-27.json
+  //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/dtensor-params-run1.json
+  //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/dtensor-params-run2.json
+  //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/dtensor-params-run4.json
+  //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call8-x4-params-r1.json
+  //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call8-x4-params-r2.json
   //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-2gpu-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-4gpu-2026-11-26.json
@@ -139,4 +154,74 @@ TEST_CASE("the DTensor bias cost: biased minus unbiased host-bound steps per bia
   CHECK_THROWS_WITH(fit_dtensor_bias(bad("bias-bad-ref.json", bad_ref), eager),
                     Catch::Contains("/reference/kernels_per_step"));
   CHECK_THROWS_WITH(fit_dtensor_bias(kData + "host-dispatch-2026-11-26.json", eager), Catch::Contains("/format"));
+}
+
+TEST_CASE("the DTensor optimizer cost: the slope over K of the DTensor AdamW step beyond the plain one, per parameter, "
+          "at the profile's host speed",
+          "[calibration]") {
+  // Recomputed here from one file, rank by rank: ((D32 - D8) - (P32 - P8)) / (n32 - n8) x
+  // eager / (this rank's median host time per kernel over the file's transformer blocks).
+  const std::string file = kData + "dtensor-host-2026-11-27/dtensor-params-run4.json";
+  const nlohmann::json doc = read_json_file(file);
+  const double eager = 23.7e-6;
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  std::vector<double> expected_all;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<double> rates;
+    for (const auto& c : doc["cases"])
+      if (c["case"].get<std::string>().rfind("block ", 0) == 0)
+        rates.push_back(c["host_per_call_s_per_rank"][r].get<double>() / c["kernels_per_call_per_rank"][r].get<double>());
+    for (bool bias : {false, true}) {
+      double t[2][2] = {}, n[2] = {};
+      for (const auto& c : doc["cases"]) {
+        if (c.value("part", "") != "optimizer" || c["bias"].get<bool>() != bias) continue;
+        const int dt = c["model"] == "dtensor", k32 = c["modules"] == 32;
+        t[dt][k32] = c["host_per_call_s_per_rank"][r].get<double>();
+        n[k32] = c["param_tensors"].get<double>();
+      }
+      const double per = ((t[1][1] - t[1][0]) - (t[0][1] - t[0][0])) / (n[1] - n[0]) * eager / median(rates);
+      std::printf("rank %d, bias %d: %.1f us a kernel on that machine, DTensor parameter %.2f us at the profile's speed\n",
+                  r, int(bias), median(rates) * 1e6, per * 1e6);
+      expected_all.push_back(per);
+    }
+  }
+  const double expected = median(expected_all), fitted = fit_dtensor_optimizer({file}, eager);
+  std::printf("expected %.3f us, fitted %.3f us\n", expected * 1e6, fitted * 1e6);
+  CHECK(fitted == Approx(expected).epsilon(1e-12));
+  CHECK(fitted > 0);
+
+  const auto bad = [&](const std::string& name, const nlohmann::json& d) {
+    const std::string path = (clustersim::test::temp_dir() / name).string();
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(d.dump().c_str(), f);
+    std::fclose(f);
+    return path;
+  };
+  nlohmann::json no_rank = doc;
+  for (std::size_t i = 0; i < no_rank["cases"].size(); ++i)
+    if (no_rank["cases"][i].value("part", "") == "optimizer") {
+      no_rank["cases"][i]["host_per_call_s_per_rank"] = nlohmann::json::array({1e-3});
+      CHECK_THROWS_WITH(fit_dtensor_optimizer({bad("opt-no-rank.json", no_rank)}, eager),
+                        Catch::Contains("/cases/" + std::to_string(i) + "/host_per_call_s_per_rank") &&
+                            Catch::Contains("rank 1"));
+      break;
+    }
+  nlohmann::json no_params = doc;
+  for (std::size_t i = 0; i < no_params["cases"].size(); ++i)
+    if (no_params["cases"][i].value("part", "") == "optimizer") {
+      no_params["cases"][i]["param_tensors"] = 0;
+      CHECK_THROWS_WITH(fit_dtensor_optimizer({bad("opt-no-params.json", no_params)}, eager),
+                        Catch::Contains("/cases/" + std::to_string(i) + "/param_tensors"));
+      break;
+    }
+  nlohmann::json no_blocks = doc;
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& c : doc["cases"])
+    if (c["case"].get<std::string>().rfind("block ", 0) != 0) kept.push_back(c);
+  no_blocks["cases"] = kept;
+  CHECK_THROWS_WITH(fit_dtensor_optimizer({bad("opt-no-blocks.json", no_blocks)}, eager), Catch::Contains("block"));
+  CHECK_THROWS_WITH(fit_dtensor_optimizer({kData + "dtensor-bias-2026-11-27.json"}, eager), Catch::Contains("/format"));
 }

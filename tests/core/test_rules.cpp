@@ -196,9 +196,25 @@ TEST_CASE("host dispatch: kernels per op, per-kernel cost by framework, hooks pe
   CHECK(op_host_overhead(biased, f, h, 2).forward + op_host_overhead(biased, f, h, 2).backward ==
         Approx(400e-6 + 700e-6 + 220e-6).epsilon(1e-12));
   CHECK(op_host_overhead(colwise, f, h, 2).forward == 400e-6);  // no bias, no bias cost
+  // The module's weight and bias, DTensor parameters, cost the fused AdamW step their
+  // measured dispatch once per iteration; the bias's share leaves its per-micro-batch cost
+  // (measured on whole one-micro-batch steps), so one micro-batch and its step cost the same.
+  h.dtensor_optimizer_param = 19e-6;
+  CHECK(op_host_overhead(colwise, f, h, 2).optimizer == 19e-6);
+  CHECK(op_host_overhead(colwise, f, h, 2).forward == 400e-6);
+  const OpHost with_step = op_host_overhead(biased, f, h, 2);
+  INFO("biased module with its step: forward expected " << 400e-6 + (220e-6 - 19e-6) * fwd_share << " s, computed "
+                                                        << with_step.forward << " s; optimizer expected " << 2 * 19e-6
+                                                        << " s, computed " << with_step.optimizer << " s");
+  CHECK(with_step.optimizer == Approx(2 * 19e-6).epsilon(1e-12));
+  CHECK(with_step.forward == Approx(400e-6 + (220e-6 - 19e-6) * fwd_share).epsilon(1e-12));
+  CHECK(with_step.forward + with_step.backward + with_step.optimizer ==
+        Approx(400e-6 + 700e-6 + 220e-6 + 19e-6).epsilon(1e-12));
+  CHECK(op_host_overhead(colwise, f, h, 1).optimizer == 0);
   Op megatron = colwise;
   megatron.parallel_style = false;
   CHECK(op_host_overhead(megatron, f, h, 2).backward == 0);
+  CHECK(op_host_overhead(megatron, f, h, 2).optimizer == 0);
   FrameworkSpec hand;
   hand.name = Framework::pytorch;
   CHECK(op_host_overhead(colwise, hand, h, 2).forward == 0);
@@ -682,4 +698,20 @@ TEST_CASE("gradient ranks: dp x cp, and DualPipe's two copies of a stage reduce 
   CHECK(gradient_ranks(p) == 6);
   p.schedule = Schedule::interleaved;
   CHECK(gradient_ranks(p) == 3);
+}
+
+TEST_CASE("the GPU waits for the host to prepare the optimizer step only beyond the host's lead and the sync",
+          "[rules][host]") {
+  // Closed form: the step's kernels start at max(GPU end + sync, host end + host_optimizer),
+  // the host ending host_lead before the GPU: wait = max(0, host_optimizer - lead - sync).
+  struct Case {
+    double lead, sync, host, expected;
+  };
+  for (const Case c : {Case{0.0, 0.0, 3e-3, 3e-3}, Case{1e-3, 0.0, 3e-3, 2e-3}, Case{1e-3, 0.5e-3, 3e-3, 1.5e-3},
+                       Case{5e-3, 0.0, 3e-3, 0.0}, Case{0.0, 4e-3, 3e-3, 0.0}, Case{-2e-3, 0.0, 3e-3, 3e-3}}) {
+    const double w = optimizer_host_wait(c.lead, c.sync, c.host);
+    std::printf("lead %.1f ms, sync %.1f ms, host %.1f ms: expected wait %.2f ms, computed %.2f ms\n", c.lead * 1e3,
+                c.sync * 1e3, c.host * 1e3, c.expected * 1e3, w * 1e3);
+    CHECK(w == Approx(c.expected).margin(1e-15));
+  }
 }
