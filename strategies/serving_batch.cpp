@@ -261,8 +261,9 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
     r.comm += collective_time(cluster_, Collective::all_gather, double(rows) * double(model_.vocab) * kElement, tp_group_, 1.0);
   if (pp_ > 1) {
     const Group pair{2, cluster_.gpus_per_node >= 2 * tp_ ? 2 : 1, 0};
-    r.comm += double(pp_ - 1) *
-              collective_time(cluster_, Collective::send_recv, double(T) * double(model_.hidden) * kElement, pair, 1.0);
+    r.pp_send_bytes = double(T) * double(model_.hidden) * kElement;
+    r.pp_send = double(pp_ - 1) * collective_time(cluster_, Collective::send_recv, r.pp_send_bytes, pair, 1.0);
+    r.comm += r.pp_send;
   }
   r.gpu = r.linear + r.attention + r.comm;
   Seconds host_forward = 0;
@@ -299,13 +300,24 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
       stall = engine_.host.attention.graph_build;
     }
     r.host = prep + launch;
-    r.total = prep + std::max(launch, stall + r.gpu);
+    r.calibrated_host = true;
+    r.prepare = prep;
+    r.launch = launch;
+    r.stall = stall;
+    r.total = finish_with_gpu(r, r.gpu);
     return r;
   }
   r.host = host_forward + engine_.iteration_overhead;
-  // The host launches ahead of the GPU; the forward ends when both are done.
-  r.total = r.gpu + host_bound_time(r.gpu, 0, host_forward, 0, 1) + engine_.iteration_overhead;
+  r.launch = host_forward;
+  r.overhead = engine_.iteration_overhead;
+  r.total = finish_with_gpu(r, r.gpu);
   return r;
+}
+
+Seconds BatchTimeModel::finish_with_gpu(const BatchTime& t, Seconds gpu) const {
+  if (t.calibrated_host) return t.prepare + std::max(t.launch, t.stall + gpu);
+  // The host launches ahead of the GPU; the forward ends when both are done.
+  return gpu + host_bound_time(gpu, 0, t.launch, 0, 1) + t.overhead;
 }
 
 BatchTime BatchTimeModel::prefill(i64 b, i64 prompt) const {

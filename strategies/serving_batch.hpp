@@ -60,6 +60,15 @@ struct BatchTime {
   Seconds attention = 0;  // attention and KV-cache traffic
   Seconds comm = 0;       // tp collectives and pp sends
   Seconds host = 0;       // host time of the forward (launches) and the iteration's overhead
+  // The pipeline sends inside `comm` (pp > 1): their closed-form time over the pp - 1 stage
+  // boundaries, and the bytes each tp rank sends to its peer of the next stage at each.
+  // The serving simulator replaces the closed form by flows where a boundary crosses nodes.
+  Seconds pp_send = 0;
+  Bytes pp_send_bytes = 0;
+  // How the host combines with the GPU time (finish_with_gpu): a calibrated engine's
+  // prepare/update, launch and graph-build stall, or the eager launches and the overhead.
+  bool calibrated_host = false;
+  Seconds prepare = 0, launch = 0, stall = 0, overhead = 0;
 };
 
 struct KvCapacity {
@@ -100,6 +109,9 @@ class BatchTimeModel {
   BatchTimeModel& operator=(const BatchTimeModel&) = delete;
 
   BatchTime time(const BatchShape& batch) const;
+  // What the iteration `t` (from time()) takes when its GPU part takes `gpu` instead of
+  // t.gpu (the simulator's flows for the pipeline sends): the host rule time() applies.
+  Seconds finish_with_gpu(const BatchTime& t, Seconds gpu) const;
   // Time of a batch of `b` requests prefilling `prompt` tokens each (static batching's
   // and a single request's first iteration); a shortcut for time() on that shape.
   BatchTime prefill(std::int64_t b, std::int64_t prompt) const;
