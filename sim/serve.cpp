@@ -7,6 +7,7 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <queue>
 #include <simgrid/s4u.hpp>
 
@@ -15,6 +16,7 @@
 #include "sim/network.hpp"
 #include "sim/network_model.hpp"
 #include "sim/platform.hpp"
+#include "strategies/rules.hpp"
 #include "strategies/serving_batch.hpp"
 #include "strategies/serving_workload.hpp"
 
@@ -111,9 +113,9 @@ namespace sg4 = simgrid::s4u;
 
 // What runs on the SimGrid platform of the cluster (the one the training replay uses)
 // beside the controller's event loop:
-//  - disaggregation's KV transfers: one communication per prefill tp rank, to the decode
-//    instance's rank of the same index, started when the prefill ends; done when the
-//    last of them is;
+//  - disaggregation's KV transfers: one communication per pair of a prefill GPU and a
+//    decode GPU holding the same layers and kv heads (KvRoute), started when the prefill
+//    ends; done when the last of them is;
 //  - the iterations of replicas whose pipeline stages sit on different nodes: an actor
 //    per iteration runs the stages one after the other, each stage's share of the GPU
 //    time as a sleep, each stage-to-stage activation send as the training replay's
@@ -134,15 +136,22 @@ class PlatformWork {
     Seconds start = 0, end = 0;
   };
   bool pending() const { return !comms_.empty() || running_ > 0; }
-  // Starts a transfer at the controller's time `now` (the SimGrid clock catches up first).
-  void start_transfer(Seconds now, i64 request, i64 decode, Bytes bytes, i64 from_gpu, i64 to_gpu, i64 ranks) {
+  // Where a request's KV cache goes: a share num/den of it from the prefill instance's GPU
+  // `from` to the decode instance's GPU `to` (offsets from each instance's first GPU).
+  struct KvRoute {
+    i64 from = 0, to = 0, num = 1, den = 1;
+  };
+  // Starts a transfer at the controller's time `now` (the SimGrid clock catches up first):
+  // one communication per route, from the instances' GPUs at from_gpu and to_gpu.
+  void start_transfer(Seconds now, i64 request, i64 decode, Bytes bytes, const std::vector<KvRoute>& routes,
+                      i64 from_gpu, i64 to_gpu) {
     catch_up(now);
     const std::size_t t = transfers_.size();
-    transfers_.push_back({request, decode, now, ranks});
-    const auto per_rank = static_cast<std::uint64_t>(std::ceil(bytes / double(ranks)));
-    for (i64 k = 0; k < ranks; ++k) {
-      comms_.push_back(sg4::Comm::sendto_async(platform_.gpus[std::size_t(from_gpu + k)],
-                                               platform_.gpus[std::size_t(to_gpu + k)], per_rank));
+    transfers_.push_back({request, decode, now, i64(routes.size())});
+    for (const KvRoute& r : routes) {
+      const auto share = static_cast<std::uint64_t>(std::ceil(bytes * double(r.num) / double(r.den)));
+      comms_.push_back(sg4::Comm::sendto_async(platform_.gpus[std::size_t(from_gpu + r.from)],
+                                               platform_.gpus[std::size_t(to_gpu + r.to)], share));
       owner_.push_back(t);
     }
   }
@@ -372,6 +381,33 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
           r.flows = true;
     any_flows = any_flows || r.flows;
   }
+  // Disaggregation: each layer's KV cache lives on the pipeline stage that holds the layer
+  // (rules' pipeline split) and its kv heads are split over the tp ranks in order, on the
+  // prefill instance as on the decode instance; every (prefill GPU, decode GPU) pair that
+  // holds the same layers and heads moves their share: layers in common / layers x heads in
+  // common (in units of 1 / (tp_p tp_d)) / (tp_p tp_d). Equal layouts pair rank k of stage s
+  // with rank k of stage s, 1 / (tp pp) of the cache each.
+  std::vector<PlatformWork::KvRoute> kv_routes;
+  if (disagg) {
+    const PoolSpec& pf = s.disaggregation.prefill;
+    const auto bounds = [&](i64 pp) {
+      std::vector<i64> b{0};
+      for (i64 n : layers_per_virtual_stage(s.model.layers, pp, 1)) b.push_back(b.back() + n);
+      return b;
+    };
+    const std::vector<i64> lp = bounds(pf.pp), ld = bounds(dpool.pp);
+    const i64 den = s.model.layers * pf.tp * dpool.tp;
+    for (i64 sp = 0; sp < pf.pp; ++sp)
+      for (i64 kp = 0; kp < pf.tp; ++kp)
+        for (i64 sd = 0; sd < dpool.pp; ++sd)
+          for (i64 kd = 0; kd < dpool.tp; ++kd) {
+            const i64 layers = std::min(lp[sp + 1], ld[sd + 1]) - std::max(lp[sp], ld[sd]);
+            const i64 heads = std::min((kp + 1) * dpool.tp, (kd + 1) * pf.tp) - std::max(kp * dpool.tp, kd * pf.tp);
+            if (layers <= 0 || heads <= 0) continue;
+            const i64 num = layers * heads, g = std::gcd(num, den);
+            kv_routes.push_back({sp * pf.tp + kp, sd * dpool.tp + kd, num / g, den / g});
+          }
+  }
 
   ServeResult out;
   out.records.resize(reqs.size());
@@ -485,7 +521,7 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
         rec.replica = d;
         reps[std::size_t(d)].pending_tokens += rec.output - 1;
         const Bytes kv = r.model->kv_bytes_of_request(rec.prompt);
-        work->start_transfer(now, t.id, d, kv, r.first_gpu, reps[std::size_t(d)].first_gpu, r.model->tp());
+        work->start_transfer(now, t.id, d, kv, kv_routes, r.first_gpu, reps[std::size_t(d)].first_gpu);
       }
     }
     start(ri, now);

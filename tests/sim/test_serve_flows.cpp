@@ -286,3 +286,32 @@ TEST_CASE("serve: a tp all-reduce inside one NVSwitch node takes its closed form
       CHECK(flows == Approx(closed).epsilon(0.01));
     }
 }
+
+TEST_CASE("serve: a KV cache moves from the GPUs that hold each layer's heads to those that will", "[serving]") {
+  // One NIC per GPU; a 4096-token prompt whose cache is B bytes. Alone through one NIC it
+  // takes latency + B / bandwidth.
+  const Route route = closed_form();
+  const auto run_layout = [&](const std::string& name, int gpus_per_node, int nodes, int ptp, int ppp, int dtp,
+                              int dpp) {
+    nlohmann::json d = pp_doc(gpus_per_node, gpus_per_node, dtp, lines_file(name, "0,4096,4\n").string());
+    d["cluster"]["nodes"] = nodes;
+    d["serving"]["pp"] = dpp;
+    d["serving"]["disaggregation"] = {{"prefill_replicas", 1}, {"tp", ptp}, {"pp", ppp}};
+    const Parsed p = parse(d);
+    const sim::ServeResult r = sim::simulate_serving(p.s, p.c);
+    REQUIRE(r.records.size() == 1);
+    CHECK(r.records[0].tokens == 4);
+    return r.records[0].kv_transfer;
+  };
+  // pp 2 -> pp 2, a stage per node: each stage's half of the layers crosses its own pair
+  // of NICs at once, half the bytes each.
+  const double staged = run_layout("kv-pp", 1, 4, 1, 2, 1, 2), staged_expected = route.latency + route.bytes / 2 / route.bandwidth;
+  // tp 2 on node 0 -> tp 1 on node 1: both halves of the heads go to the one decode GPU, so
+  // they share its NIC: the whole cache's time.
+  const double merged = run_layout("kv-tp", 2, 2, 2, 1, 1, 1), merged_expected = route.time(1);
+  std::printf("KV cache of %.0f B: pp 2 -> pp 2 across 4 nodes expected %.6f ms, simulated %.6f ms; tp 2 -> tp 1 "
+              "expected %.6f ms, simulated %.6f ms\n",
+              route.bytes, staged_expected * 1e3, staged * 1e3, merged_expected * 1e3, merged * 1e3);
+  CHECK(staged == Approx(staged_expected).epsilon(1e-6));
+  CHECK(merged == Approx(merged_expected).epsilon(1e-6));
+}
