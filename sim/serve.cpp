@@ -36,6 +36,7 @@ struct Replica {
   // flows (PlatformWork); the iteration under way started at iter_start holding iter_blocks
   // blocks, ends at iter_end (set by its actor), is out.iterations[iter_record] (or -1).
   bool flows = false;
+  bool tp_flows = false;  // a tp group of it straddles two nodes: its tp collectives run as flows too
   Seconds iter_start = 0, iter_end = 0;
   double iter_blocks = 0;
   i64 iter_record = -1;
@@ -116,12 +117,14 @@ namespace sg4 = simgrid::s4u;
 //  - disaggregation's KV transfers: one communication per pair of a prefill GPU and a
 //    decode GPU holding the same layers and kv heads (KvRoute), started when the prefill
 //    ends; done when the last of them is;
-//  - the iterations of replicas whose pipeline stages sit on different nodes: an actor
-//    per iteration runs the stages one after the other, each stage's share of the GPU
-//    time as a sleep, each stage-to-stage activation send as the training replay's
-//    point-to-point collective (run_collective: one flow per tp rank to its peer of the
-//    next stage), then the host's part (BatchTimeModel::finish_with_gpu on the GPU time
-//    the flows gave), and reports its end through a mailbox.
+//  - the iterations of replicas whose pipeline stages sit on different nodes or whose tp
+//    group straddles two: an actor per iteration runs the stages one after the other,
+//    each stage's share of the GPU time as a sleep, each stage-to-stage activation send
+//    as the training replay's point-to-point collective (run_collective: one flow per tp
+//    rank to its peer of the next stage), and with a straddling group each layer's share
+//    and its tp collectives (run_collective over the stage's group) instead of one sleep;
+//    then the host's part (BatchTimeModel::finish_with_gpu on the GPU time the flows
+//    gave), and it reports its end through a mailbox.
 // Flows that share a link (a NIC, a PCIe link) share its bandwidth, so concurrent
 // transfers and sends slow each other down.
 class PlatformWork {
@@ -156,19 +159,42 @@ class PlatformWork {
     }
   }
   // Starts an iteration of `replica` (GPUs from `first_gpu`, tp x pp) at `now`: `swap`
-  // seconds of PCIe copies first, then the forward `bt`; `end` receives when it ends.
+  // seconds of PCIe copies first, then the forward `bt`; `end` receives when it ends. With
+  // `tp` collectives (a tp group that straddles nodes) every layer runs its share of the
+  // compute, then its collectives as flows over its stage's tp group (`layers` per stage).
   void start_iteration(Seconds now, i64 replica, const BatchTimeModel& m, const BatchTime& bt, Seconds swap,
-                       i64 first_gpu, Seconds* end) {
+                       i64 first_gpu, std::vector<TpCollective> tpc, const std::vector<i64>* layers, Seconds* end) {
     catch_up(now);
     ++running_;
     const i64 tp = m.tp(), pp = m.pp();
-    const Seconds stage = std::max(0.0, bt.gpu - bt.pp_send) / double(pp);
-    sg4::Actor::create("serve-iteration", sg4::this_actor::get_host(), [this, &m, bt, swap, first_gpu, tp, pp, stage,
-                                                                        now, end, replica] {
+    const Seconds tp_closed = tpc.empty() ? 0.0 : bt.tp_comm;
+    const Seconds compute = std::max(0.0, bt.gpu - bt.pp_send - tp_closed);
+    sg4::Actor::create("serve-iteration", sg4::this_actor::get_host(), [this, &m, bt, swap, first_gpu, tp, pp, compute,
+                                                                        tpc = std::move(tpc), layers, now, end, replica] {
       if (swap > 0) sg4::this_actor::sleep_for(swap);
       const Seconds t0 = sg4::Engine::get_clock();
+      i64 total_layers = 0;
+      if (layers)
+        for (i64 n : *layers) total_layers += n;
       for (i64 s = 0; s < pp; ++s) {
-        sg4::this_actor::sleep_for(stage);
+        if (tpc.empty()) {
+          sg4::this_actor::sleep_for(compute / double(pp));
+        } else {
+          const auto run = [&](TpCollective::Place place) {
+            for (const TpCollective& c : tpc) {
+              if (c.place != place) continue;
+              CollectiveCall call{c.kind, c.bytes, {{}}, {}};
+              for (i64 k = 0; k < tp; ++k) call.groups[0].push_back(first_gpu + s * tp + k);
+              run_collective(net_, "auto", call);
+            }
+          };
+          if (s == 0) run(TpCollective::Place::first_stage);
+          for (i64 l = 0; l < (*layers)[std::size_t(s)]; ++l) {
+            sg4::this_actor::sleep_for(compute / double(total_layers));
+            run(TpCollective::Place::every_layer);
+          }
+          if (s + 1 == pp) run(TpCollective::Place::last_stage);
+        }
         if (s + 1 == pp) break;
         CollectiveCall call{Collective::send_recv, bt.pp_send_bytes, {}, {}};
         for (i64 k = 0; k < tp; ++k) call.groups.push_back({first_gpu + s * tp + k, first_gpu + (s + 1) * tp + k});
@@ -372,15 +398,24 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
   // run as flows. Stages inside one node use only their own GPUs' switch ports or links,
   // which no other replica's traffic crosses in the same direction, so the closed form
   // (BatchTimeModel) is what the flows would give there and stays.
+  // A tp group lies inside one node unless tp does not divide gpus_per_node or the GPUs
+  // before its replica are not a multiple of tp; then its collectives cross the NICs, which
+  // the closed form (a group inside one node) does not price: they run as flows too.
   bool any_flows = false;
+  const auto node = [&](i64 gpu) { return gpu / cluster.gpus_per_node; };
   for (Replica& r : reps) {
     const i64 tp = r.model->tp(), pp = r.model->pp();
     for (i64 st = 0; st + 1 < pp && !r.flows; ++st)
       for (i64 k = 0; k < tp; ++k)
-        if ((r.first_gpu + st * tp + k) / cluster.gpus_per_node != (r.first_gpu + (st + 1) * tp + k) / cluster.gpus_per_node)
-          r.flows = true;
+        if (node(r.first_gpu + st * tp + k) != node(r.first_gpu + (st + 1) * tp + k)) r.flows = true;
+    for (i64 st = 0; st < pp; ++st)
+      if (node(r.first_gpu + st * tp) != node(r.first_gpu + st * tp + tp - 1)) r.tp_flows = true;
+    r.flows = r.flows || r.tp_flows;
     any_flows = any_flows || r.flows;
   }
+  std::vector<i64> stage_layers_p, stage_layers_d;  // layers per stage (rules' pipeline split)
+  stage_layers_d = layers_per_virtual_stage(s.model.layers, dpool.pp, 1);
+  if (disagg) stage_layers_p = layers_per_virtual_stage(s.model.layers, s.disaggregation.prefill.pp, 1);
   // Disaggregation: each layer's KV cache lives on the pipeline stage that holds the layer
   // (rules' pipeline split) and its kv heads are split over the tp ranks in order, on the
   // prefill instance as on the decode instance; every (prefill GPU, decode GPU) pair that
@@ -472,7 +507,9 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
         r.iter_record = i64(out.iterations.size());
         out.iterations.push_back(it);
       }
-      work->start_iteration(now, ri, *r.model, bt, swap, r.first_gpu, &r.iter_end);
+      work->start_iteration(now, ri, *r.model, bt, swap, r.first_gpu,
+                            r.tp_flows ? r.model->tp_collectives(shape) : std::vector<TpCollective>{},
+                            r.prefill_only ? &stage_layers_p : &stage_layers_d, &r.iter_end);
       return;
     }
     r.used_block_seconds += double(r.sched->used_blocks()) * dur;

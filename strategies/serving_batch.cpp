@@ -259,6 +259,7 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
   }
   if (tp_ > 1)  // the vocab-parallel logits gathered for sampling
     r.comm += collective_time(cluster_, Collective::all_gather, double(rows) * double(model_.vocab) * kElement, tp_group_, 1.0);
+  r.tp_comm = r.comm;
   if (pp_ > 1) {
     const Group pair{2, cluster_.gpus_per_node >= 2 * tp_ ? 2 : 1, 0};
     r.pp_send_bytes = double(T) * double(model_.hidden) * kElement;
@@ -312,6 +313,24 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
   r.overhead = engine_.iteration_overhead;
   r.total = finish_with_gpu(r, r.gpu);
   return r;
+}
+
+std::vector<TpCollective> BatchTimeModel::tp_collectives(const BatchShape& b) const {
+  std::vector<TpCollective> out;
+  const i64 T = b.tokens();
+  if (tp_ <= 1 || T <= 0) return out;
+  const ShardingContext ctx{tp_, 1, false, DType::bf16, DType::bf16};
+  // The same ops and bytes as time()'s comm (compute_layer_dense, the embedding, the logits).
+  for (const auto& [block, place] : {std::pair{0, TpCollective::Place::first_stage},
+                                     std::pair{1, TpCollective::Place::every_layer}})
+    for (const Op& op : unit_.blocks[std::size_t(block)].ops) {
+      if (!token_wise(op)) continue;
+      const OpTiming t = time_op(at_tokens(op, T), ctx, km_);
+      if (t.forward_comm.active()) out.push_back({t.forward_comm.kind, t.forward_comm.bytes, place});
+    }
+  const i64 rows = std::max<i64>(1, b.sampled);
+  out.push_back({Collective::all_gather, double(rows) * double(model_.vocab) * kElement, TpCollective::Place::last_stage});
+  return out;
 }
 
 Seconds BatchTimeModel::finish_with_gpu(const BatchTime& t, Seconds gpu) const {

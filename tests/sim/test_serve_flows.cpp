@@ -269,7 +269,7 @@ TEST_CASE("serve: a tp all-reduce inside one NVSwitch node takes its closed form
   // The serving batch model's row-parallel all-reduce (tokens x hidden x 2 B over the tp
   // group, costmodel/collectives) against the same all-reduce run as flows by the training
   // replay's collectives on the platform of the same 8-GPU NVSwitch node: what keeps the
-  // tensor-parallel traffic a closed form (docs/serving.md, "Pipeline sends as flows").
+  // tensor-parallel traffic a closed form (docs/serving.md, "Pipeline and tensor-parallel traffic as flows").
   nlohmann::json doc = pp_doc(8, 8, 8, "t.csv");
   doc["cluster"]["nodes"] = 1;
   doc["serving"]["pp"] = 1;
@@ -314,4 +314,39 @@ TEST_CASE("serve: a KV cache moves from the GPUs that hold each layer's heads to
               route.bytes, staged_expected * 1e3, staged * 1e3, merged_expected * 1e3, merged * 1e3);
   CHECK(staged == Approx(staged_expected).epsilon(1e-6));
   CHECK(merged == Approx(merged_expected).epsilon(1e-6));
+}
+
+TEST_CASE("serve: a tp group that straddles two nodes runs its collectives as flows through the NICs", "[serving]") {
+  // Three GPUs per node sharing one NIC (with a NIC per GPU the closed form would give the
+  // lone rank per node all three NICs, where NCCL's ring, and the replay's, runs one channel
+  // per local rank), three tp 2 replicas in order: replica 0 on GPUs 0-1
+  // (node 0), replica 1 on GPUs 2-3 (nodes 0 and 1). Two prompts of 4096 tokens at once,
+  // one to each replica (round robin), one output token: each TTFT is one iteration.
+  // Replica 0 takes the closed form; replica 1's tp collectives cross the network, so it
+  // takes the closed form with each collective priced over a group of one GPU per node.
+  nlohmann::json d = pp_doc(3, 1, 2, lines_file("tp-straddle", "0,4096,1\n0,4096,1\n").string());
+  d["serving"]["pp"] = 1;
+  d["serving"]["replicas"] = 3;
+  const Parsed p = parse(d);
+  const BatchTimeModel m(p.s.model, p.c, p.s.engine, 2, 1);
+  const BatchTime closed = m.prefill(1, 4096);
+  BatchShape shape;
+  shape.prefills.push_back({4096, 0});
+  shape.sampled = 1;
+  double across = 0;
+  for (const TpCollective& c : m.tp_collectives(shape))
+    across += (c.place == TpCollective::Place::every_layer ? double(p.s.model.layers) : 1.0) *
+              collective_time(p.c, c.kind, c.bytes, Group{2, 1, 1}, 1.0);
+  REQUIRE(closed.tp_comm > 0);
+  const double expected = m.finish_with_gpu(closed, closed.gpu - closed.tp_comm + across);
+  const sim::ServeResult r = sim::simulate_serving(p.s, p.c);
+  REQUIRE(r.records.size() == 2);
+  REQUIRE(r.records[1].replica == 1);
+  std::printf("tp 2 prefill of 4096 tokens: inside a node closed form %.6f ms, simulated %.6f ms; straddling two nodes "
+              "expected %.6f ms (tp collectives %.3f ms -> %.3f ms), simulated %.6f ms\n",
+              closed.total * 1e3, r.records[0].ttft() * 1e3, expected * 1e3, closed.tp_comm * 1e3, across * 1e3,
+              r.records[1].ttft() * 1e3);
+  CHECK(r.records[0].ttft() == Approx(closed.total).epsilon(1e-12));
+  CHECK(r.records[1].ttft() == Approx(expected).epsilon(0.01));
+  CHECK(r.records[1].ttft() > r.records[0].ttft());
 }
