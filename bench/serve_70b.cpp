@@ -3,6 +3,8 @@
 // ctest: `build/bench/bench-serve [policy]` prints the wall time and the key figures.
 // `bench-serve disagg`: the same load on 4 prefill + 4 decode instances (tp 8 each, one
 // node each), every KV cache crossing the network as SimGrid flows (sim/serve.hpp).
+// `bench-serve pp`: 4 replicas of tp 8 x pp 2, each stage a node of its own, so every
+// iteration's activation send crosses the network as 8 flows (one per tp rank).
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -28,7 +30,10 @@ int main(int argc, char** argv) {
                  "output": {"dist": "uniform", "min": 16, "max": 512}},
     "slo": {"ttft": "1s", "tpot": "100ms"}
   })");
-  if (policy == "disagg") {
+  if (policy == "pp") {
+    doc["serving"]["replicas"] = 4;
+    doc["serving"]["pp"] = 2;
+  } else if (policy == "disagg") {
     doc["serving"]["replicas"] = 4;
     doc["serving"]["disaggregation"] = {{"prefill_replicas", 4}, {"tp", 8}};
   } else {

@@ -79,7 +79,8 @@ std::int64_t store_serving_run(const std::string& db_file, const ServingScenario
   r.hardware = hardware_of(s.cluster.gpu);
   r.provenance.tool_version = tool_version;
   r.provenance.git_revision = git_revision;
-  // A disaggregated run's KV transfers ran on SimGrid: its version and configuration.
+  // A disaggregated run's KV transfers and cross-node pipeline sends run on SimGrid: its
+  // version and configuration.
   read_simgrid_provenance(r);
   results::Database db(db_file, results::Database::Mode::read_write);
   db.begin();

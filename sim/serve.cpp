@@ -7,12 +7,16 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <queue>
 #include <simgrid/s4u.hpp>
 
 #include "sim/child.hpp"
+#include "sim/collective_algorithms.hpp"
+#include "sim/network.hpp"
 #include "sim/network_model.hpp"
 #include "sim/platform.hpp"
+#include "strategies/rules.hpp"
 #include "strategies/serving_batch.hpp"
 #include "strategies/serving_workload.hpp"
 
@@ -28,6 +32,14 @@ struct Replica {
   i64 first_gpu = 0;  // where its GPUs start (replicas are packed in order)
   i64 pending_tokens = 0;  // routed here, still in a KV transfer
   double used_block_seconds = 0;
+  // Pipeline stages on different nodes: its iterations run on the platform, their sends as
+  // flows (PlatformWork); the iteration under way started at iter_start holding iter_blocks
+  // blocks, ends at iter_end (set by its actor), is out.iterations[iter_record] (or -1).
+  bool flows = false;
+  bool tp_flows = false;  // a tp group of it straddles two nodes: its tp collectives run as flows too
+  Seconds iter_start = 0, iter_end = 0;
+  double iter_blocks = 0;
+  i64 iter_record = -1;
 };
 
 struct Event {
@@ -100,58 +112,148 @@ Percentiles percentiles(std::vector<double> v) {
 
 namespace sg4 = simgrid::s4u;
 
-// Disaggregation's KV transfers as flows on the SimGrid platform of the cluster (the one
-// the training replay uses): a transfer is one communication per prefill tp rank, to the
-// decode instance's rank of the same index, started when the prefill ends; it is done
-// when the last of them is. Transfers that share a link (a NIC, a PCIe link) share its
-// bandwidth, so concurrent transfers slow each other down.
-class KvFlows {
+// What runs on the SimGrid platform of the cluster (the one the training replay uses)
+// beside the controller's event loop:
+//  - disaggregation's KV transfers: one communication per pair of a prefill GPU and a
+//    decode GPU holding the same layers and kv heads (KvRoute), started when the prefill
+//    ends; done when the last of them is;
+//  - the iterations of replicas whose pipeline stages sit on different nodes or whose tp
+//    group straddles two: an actor per iteration runs the stages one after the other,
+//    each stage's share of the GPU time as a sleep, each stage-to-stage activation send
+//    as the training replay's point-to-point collective (run_collective: one flow per tp
+//    rank to its peer of the next stage), and with a straddling group each layer's share
+//    and its tp collectives (run_collective over the stage's group) instead of one sleep;
+//    then the host's part (BatchTimeModel::finish_with_gpu on the GPU time the flows
+//    gave), and it reports its end through a mailbox.
+// Flows that share a link (a NIC, a PCIe link) share its bandwidth, so concurrent
+// transfers and sends slow each other down.
+class PlatformWork {
  public:
-  explicit KvFlows(const Platform& p) : platform_(p) {}
+  explicit PlatformWork(const Platform& p, std::size_t replicas)
+      : platform_(p), net_(p, nullptr), done_box_(sg4::Mailbox::by_name("serve-iteration-done")) {
+    for (std::size_t i = 0; i < replicas; ++i) ids_.push_back(i64(i));
+  }
   struct Done {
-    i64 request = 0, decode = 0;
+    bool iteration = false;  // else a KV transfer
+    i64 request = 0, decode = 0, replica = 0;
     Seconds start = 0, end = 0;
   };
-  bool pending() const { return !comms_.empty(); }
-  // Starts a transfer at the controller's time `now` (the SimGrid clock catches up first).
-  void start(Seconds now, i64 request, i64 decode, Bytes bytes, i64 from_gpu, i64 to_gpu, i64 ranks) {
-    if (now > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(now);
+  bool pending() const { return !comms_.empty() || running_ > 0; }
+  // Where a request's KV cache goes: a share num/den of it from the prefill instance's GPU
+  // `from` to the decode instance's GPU `to` (offsets from each instance's first GPU).
+  struct KvRoute {
+    i64 from = 0, to = 0, num = 1, den = 1;
+  };
+  // Starts a transfer at the controller's time `now` (the SimGrid clock catches up first):
+  // one communication per route, from the instances' GPUs at from_gpu and to_gpu.
+  void start_transfer(Seconds now, i64 request, i64 decode, Bytes bytes, const std::vector<KvRoute>& routes,
+                      i64 from_gpu, i64 to_gpu) {
+    catch_up(now);
     const std::size_t t = transfers_.size();
-    transfers_.push_back({request, decode, now, ranks});
-    const auto per_rank = static_cast<std::uint64_t>(std::ceil(bytes / double(ranks)));
-    for (i64 k = 0; k < ranks; ++k) {
-      comms_.push_back(sg4::Comm::sendto_async(platform_.gpus[std::size_t(from_gpu + k)],
-                                               platform_.gpus[std::size_t(to_gpu + k)], per_rank));
+    transfers_.push_back({request, decode, now, i64(routes.size())});
+    for (const KvRoute& r : routes) {
+      const auto share = static_cast<std::uint64_t>(std::ceil(bytes * double(r.num) / double(r.den)));
+      comms_.push_back(sg4::Comm::sendto_async(platform_.gpus[std::size_t(from_gpu + r.from)],
+                                               platform_.gpus[std::size_t(to_gpu + r.to)], share));
       owner_.push_back(t);
     }
   }
-  // Waits until the SimGrid clock reaches `until` (infinite: no limit) or a transfer
-  // completes, whichever comes first; true with the completed transfer.
+  // Starts an iteration of `replica` (GPUs from `first_gpu`, tp x pp) at `now`: `swap`
+  // seconds of PCIe copies first, then the forward `bt`; `end` receives when it ends. With
+  // `tp` collectives (a tp group that straddles nodes) every layer runs its share of the
+  // compute, then its collectives as flows over its stage's tp group (`layers` per stage).
+  void start_iteration(Seconds now, i64 replica, const BatchTimeModel& m, const BatchTime& bt, Seconds swap,
+                       i64 first_gpu, std::vector<TpCollective> tpc, const std::vector<i64>* layers, Seconds* end) {
+    catch_up(now);
+    ++running_;
+    const i64 tp = m.tp(), pp = m.pp();
+    const Seconds tp_closed = tpc.empty() ? 0.0 : bt.tp_comm;
+    const Seconds compute = std::max(0.0, bt.gpu - bt.pp_send - tp_closed);
+    sg4::Actor::create("serve-iteration", sg4::this_actor::get_host(), [this, &m, bt, swap, first_gpu, tp, pp, compute,
+                                                                        tpc = std::move(tpc), layers, now, end, replica] {
+      if (swap > 0) sg4::this_actor::sleep_for(swap);
+      const Seconds t0 = sg4::Engine::get_clock();
+      i64 total_layers = 0;
+      if (layers)
+        for (i64 n : *layers) total_layers += n;
+      for (i64 s = 0; s < pp; ++s) {
+        if (tpc.empty()) {
+          sg4::this_actor::sleep_for(compute / double(pp));
+        } else {
+          const auto run = [&](TpCollective::Place place) {
+            for (const TpCollective& c : tpc) {
+              if (c.place != place) continue;
+              CollectiveCall call{c.kind, c.bytes, {{}}, {}};
+              for (i64 k = 0; k < tp; ++k) call.groups[0].push_back(first_gpu + s * tp + k);
+              run_collective(net_, "auto", call);
+            }
+          };
+          if (s == 0) run(TpCollective::Place::first_stage);
+          for (i64 l = 0; l < (*layers)[std::size_t(s)]; ++l) {
+            sg4::this_actor::sleep_for(compute / double(total_layers));
+            run(TpCollective::Place::every_layer);
+          }
+          if (s + 1 == pp) run(TpCollective::Place::last_stage);
+        }
+        if (s + 1 == pp) break;
+        CollectiveCall call{Collective::send_recv, bt.pp_send_bytes, {}, {}};
+        for (i64 k = 0; k < tp; ++k) call.groups.push_back({first_gpu + s * tp + k, first_gpu + (s + 1) * tp + k});
+        run_collective(net_, "auto", call);
+      }
+      const Seconds gpu = sg4::Engine::get_clock() - t0;
+      *end = now + swap + m.finish_with_gpu(bt, gpu);
+      if (*end > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(*end);
+      done_box_->put(&ids_[std::size_t(replica)], 0);
+    });
+  }
+  // Waits until the SimGrid clock reaches `until` (infinite: no limit), a transfer
+  // completes or an iteration ends, whichever comes first; true with what ended.
   bool wait(Seconds until, Done& done) {
     for (;;) {
       const double clock = sg4::Engine::get_clock();
-      if (comms_.empty() || until <= clock) return false;
+      if (!pending() || until <= clock) return false;
+      if (running_ > 0 && !listening_) {
+        comms_.push_back(done_box_->get_async<i64>(&received_));
+        owner_.push_back(kIteration);
+        listening_ = true;
+      }
       const double timeout = std::isfinite(until) ? until - clock : -1.0;
       const ssize_t i = sg4::Comm::wait_any_for(comms_, timeout);
       if (i < 0) return false;
       const std::size_t t = owner_[std::size_t(i)];
       comms_.erase(comms_.begin() + i);
       owner_.erase(owner_.begin() + i);
+      if (t == kIteration) {
+        listening_ = false;
+        --running_;
+        done = {true, 0, 0, *received_, 0, sg4::Engine::get_clock()};
+        return true;
+      }
       if (--transfers_[t].left > 0) continue;
-      done = {transfers_[t].request, transfers_[t].decode, transfers_[t].start, sg4::Engine::get_clock()};
+      done = {false, transfers_[t].request, transfers_[t].decode, 0, transfers_[t].start, sg4::Engine::get_clock()};
       return true;
     }
   }
 
  private:
+  static constexpr std::size_t kIteration = std::numeric_limits<std::size_t>::max();
+  static void catch_up(Seconds now) {
+    if (now > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(now);
+  }
   struct Transfer {
     i64 request = 0, decode = 0;
     Seconds start = 0;
     i64 left = 0;  // communications still running
   };
   const Platform& platform_;
+  Network net_;
+  sg4::Mailbox* done_box_;
+  std::vector<i64> ids_;  // replica indices, the payloads of the done messages
+  i64* received_ = nullptr;
+  bool listening_ = false;
+  i64 running_ = 0;                  // iteration actors not yet reported
   std::vector<sg4::CommPtr> comms_;  // in start order: ties end by it
-  std::vector<std::size_t> owner_;   // transfer of each communication
+  std::vector<std::size_t> owner_;   // transfer of each communication (kIteration: the done message)
   std::vector<Transfer> transfers_;
 };
 
@@ -291,6 +393,56 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     gpu += dpool.tp * dpool.pp;
     reps.push_back(std::move(r));
   }
+  // A replica whose activations cross nodes between two stages sends them through PCIe,
+  // NICs and switches that other replicas' sends and KV transfers may share: those sends
+  // run as flows. Stages inside one node use only their own GPUs' switch ports or links,
+  // which no other replica's traffic crosses in the same direction, so the closed form
+  // (BatchTimeModel) is what the flows would give there and stays.
+  // A tp group lies inside one node unless tp does not divide gpus_per_node or the GPUs
+  // before its replica are not a multiple of tp; then its collectives cross the NICs, which
+  // the closed form (a group inside one node) does not price: they run as flows too.
+  bool any_flows = false;
+  const auto node = [&](i64 gpu) { return gpu / cluster.gpus_per_node; };
+  for (Replica& r : reps) {
+    const i64 tp = r.model->tp(), pp = r.model->pp();
+    for (i64 st = 0; st + 1 < pp && !r.flows; ++st)
+      for (i64 k = 0; k < tp; ++k)
+        if (node(r.first_gpu + st * tp + k) != node(r.first_gpu + (st + 1) * tp + k)) r.flows = true;
+    for (i64 st = 0; st < pp; ++st)
+      if (node(r.first_gpu + st * tp) != node(r.first_gpu + st * tp + tp - 1)) r.tp_flows = true;
+    r.flows = r.flows || r.tp_flows;
+    any_flows = any_flows || r.flows;
+  }
+  std::vector<i64> stage_layers_p, stage_layers_d;  // layers per stage (rules' pipeline split)
+  stage_layers_d = layers_per_virtual_stage(s.model.layers, dpool.pp, 1);
+  if (disagg) stage_layers_p = layers_per_virtual_stage(s.model.layers, s.disaggregation.prefill.pp, 1);
+  // Disaggregation: each layer's KV cache lives on the pipeline stage that holds the layer
+  // (rules' pipeline split) and its kv heads are split over the tp ranks in order, on the
+  // prefill instance as on the decode instance; every (prefill GPU, decode GPU) pair that
+  // holds the same layers and heads moves their share: layers in common / layers x heads in
+  // common (in units of 1 / (tp_p tp_d)) / (tp_p tp_d). Equal layouts pair rank k of stage s
+  // with rank k of stage s, 1 / (tp pp) of the cache each.
+  std::vector<PlatformWork::KvRoute> kv_routes;
+  if (disagg) {
+    const PoolSpec& pf = s.disaggregation.prefill;
+    const auto bounds = [&](i64 pp) {
+      std::vector<i64> b{0};
+      for (i64 n : layers_per_virtual_stage(s.model.layers, pp, 1)) b.push_back(b.back() + n);
+      return b;
+    };
+    const std::vector<i64> lp = bounds(pf.pp), ld = bounds(dpool.pp);
+    const i64 den = s.model.layers * pf.tp * dpool.tp;
+    for (i64 sp = 0; sp < pf.pp; ++sp)
+      for (i64 kp = 0; kp < pf.tp; ++kp)
+        for (i64 sd = 0; sd < dpool.pp; ++sd)
+          for (i64 kd = 0; kd < dpool.tp; ++kd) {
+            const i64 layers = std::min(lp[sp + 1], ld[sd + 1]) - std::max(lp[sp], ld[sd]);
+            const i64 heads = std::min((kp + 1) * dpool.tp, (kd + 1) * pf.tp) - std::max(kp * dpool.tp, kd * pf.tp);
+            if (layers <= 0 || heads <= 0) continue;
+            const i64 num = layers * heads, g = std::gcd(num, den);
+            kv_routes.push_back({sp * pf.tp + kp, sd * dpool.tp + kd, num / g, den / g});
+          }
+  }
 
   ServeResult out;
   out.records.resize(reqs.size());
@@ -324,6 +476,7 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
   i64 iterations = 0;
   double batch_tokens = 0;
   const double block_bytes = decode_model.kv_bytes_per_token() * double(sc.block_size);
+  PlatformWork* work = nullptr;  // set when the loop runs in a SimGrid actor (disaggregation, flows)
   const auto start = [&](i64 ri, Seconds now) {
     Replica& r = reps[std::size_t(ri)];
     i64 swap_blocks = 0;
@@ -336,9 +489,30 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     const Seconds swap = swap_blocks > 0 ? double(swap_blocks) * block_bytes / cluster.gpu.pcie_bandwidth : 0.0;
     const Seconds dur = bt.total + swap;
     r.busy = true;
-    r.used_block_seconds += double(r.sched->used_blocks()) * dur;
     ++iterations;
     batch_tokens += double(shape.tokens());
+    if (r.flows) {
+      // Its length is known when its flows are done (iteration_ended).
+      r.iter_start = now;
+      r.iter_blocks = double(r.sched->used_blocks());
+      r.iter_record = -1;
+      if (opt.keep_iterations) {
+        ServeIteration it;
+        it.replica = std::int32_t(ri);
+        it.start = now;
+        it.decodes = std::int32_t(shape.decodes);
+        it.prefills = std::int32_t(shape.prefills.size());
+        it.prefill_tokens = shape.tokens() - shape.decodes;
+        it.kv_used = r.sched->total_blocks() ? double(r.sched->used_blocks()) / double(r.sched->total_blocks()) : 0;
+        r.iter_record = i64(out.iterations.size());
+        out.iterations.push_back(it);
+      }
+      work->start_iteration(now, ri, *r.model, bt, swap, r.first_gpu,
+                            r.tp_flows ? r.model->tp_collectives(shape) : std::vector<TpCollective>{},
+                            r.prefill_only ? &stage_layers_p : &stage_layers_d, &r.iter_end);
+      return;
+    }
+    r.used_block_seconds += double(r.sched->used_blocks()) * dur;
     if (opt.keep_iterations) {
       ServeIteration it;
       it.replica = std::int32_t(ri);
@@ -356,7 +530,6 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
   std::size_t next = 0;
   Seconds now = 0;
   const i64 entry_hi = disagg ? first_decode : i64(reps.size());
-  KvFlows* flows = nullptr;  // set under disaggregation: the loop then runs in a SimGrid actor
   // A request's KV cache has reached its decode instance: it joins that scheduler.
   const auto arrived = [&](i64 id, i64 decode) {
     Replica& d = reps[std::size_t(decode)];
@@ -365,15 +538,48 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     d.sched->add(ServeRequest{rec.id, rec.arrival, rec.prompt, rec.output}, true);
     if (!d.busy) start(decode, now);
   };
+  // An iteration of replica `ri` has ended at `now`: its tokens, then its next iteration.
+  const auto iteration_ended = [&](i64 ri) {
+    Replica& r = reps[std::size_t(ri)];
+    r.sched->complete(tokens);
+    for (const TokenEvent& t : tokens) {
+      auto& rec = out.records[std::size_t(t.id)];
+      ++rec.tokens;
+      if (t.index == 1) {
+        rec.first_token = now;
+      } else {
+        const Seconds gap = now - rec.last_token;
+        rec.max_tbt = std::max(rec.max_tbt, gap);
+        if (rec.arrival >= s.workload.warmup) gaps.add(gap);
+      }
+      rec.last_token = now;
+      if (r.prefill_only && t.finished && rec.output > 1) {
+        const i64 d = route(first_decode, i64(reps.size()), 1);
+        rec.replica = d;
+        reps[std::size_t(d)].pending_tokens += rec.output - 1;
+        const Bytes kv = r.model->kv_bytes_of_request(rec.prompt);
+        work->start_transfer(now, t.id, d, kv, kv_routes, r.first_gpu, reps[std::size_t(d)].first_gpu);
+      }
+    }
+    start(ri, now);
+  };
   const auto loop = [&] {
-  while (next < reqs.size() || !events.empty() || (flows && flows->pending())) {
-    if (flows && flows->pending()) {
-      // The next local event, unless a transfer completes before it.
+  while (next < reqs.size() || !events.empty() || (work && work->pending())) {
+    if (work && work->pending()) {
+      // The next local event, unless a transfer or an iteration on the platform ends first.
       Seconds until = std::numeric_limits<double>::infinity();
       if (next < reqs.size()) until = reqs[next].arrival;
       if (!events.empty()) until = std::min(until, events.top().t);
-      KvFlows::Done d;
-      if (flows->wait(until, d)) {
+      PlatformWork::Done d;
+      if (work->wait(until, d)) {
+        if (d.iteration) {
+          Replica& r = reps[std::size_t(d.replica)];
+          now = std::max(now, r.iter_end);
+          r.used_block_seconds += r.iter_blocks * (r.iter_end - r.iter_start);
+          if (r.iter_record >= 0) out.iterations[std::size_t(r.iter_record)].duration = r.iter_end - r.iter_start;
+          iteration_ended(d.replica);
+          continue;
+        }
         now = std::max(now, d.end);
         out.records[std::size_t(d.request)].kv_transfer = d.end - d.start;
         arrived(d.request, d.decode);
@@ -396,28 +602,7 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     const Event e = events.top();
     events.pop();
     now = e.t;
-    Replica& r = reps[std::size_t(e.a)];
-    r.sched->complete(tokens);
-    for (const TokenEvent& t : tokens) {
-      auto& rec = out.records[std::size_t(t.id)];
-      ++rec.tokens;
-      if (t.index == 1) {
-        rec.first_token = now;
-      } else {
-        const Seconds gap = now - rec.last_token;
-        rec.max_tbt = std::max(rec.max_tbt, gap);
-        if (rec.arrival >= s.workload.warmup) gaps.add(gap);
-      }
-      rec.last_token = now;
-      if (r.prefill_only && t.finished && rec.output > 1) {
-        const i64 d = route(first_decode, i64(reps.size()), 1);
-        rec.replica = d;
-        reps[std::size_t(d)].pending_tokens += rec.output - 1;
-        const Bytes kv = r.model->kv_bytes_of_request(rec.prompt);
-        flows->start(now, t.id, d, kv, r.first_gpu, reps[std::size_t(d)].first_gpu, r.model->tp());
-      }
-    }
-    start(e.a, now);
+    iteration_ended(e.a);
   }
   };
 
@@ -445,13 +630,14 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
   sm.kv_mean_use = capacity > 0 ? used / capacity : 0;
   };
 
-  if (!disagg) {
-    // Nothing moves between replicas: the plain event loop, no SimGrid.
+  if (!disagg && !any_flows) {
+    // Nothing moves between replicas or nodes: the plain event loop, no SimGrid.
     loop();
     summarize();
   } else {
-    // The loop runs as one actor on the cluster's platform, the KV transfers as its flows,
-    // in a child process (one SimGrid engine per process).
+    // The loop runs as one actor on the cluster's platform, the KV transfers and the
+    // cross-node pipeline sends as flows, in a child process (one SimGrid engine per
+    // process).
     out = result_of(in_child([&] {
       auto args = engine_arguments(NetworkModelConfig{});
       std::vector<char*> argv;
@@ -460,8 +646,8 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
       int argc = static_cast<int>(args.size());
       sg4::Engine engine(&argc, argv.data());
       const Platform platform = build_platform(cluster);
-      KvFlows f(platform);
-      flows = &f;
+      PlatformWork w(platform, reps.size());
+      work = &w;
       std::exception_ptr failed;
       sg4::Actor::create("serve-controller", platform.gpus.front(), [&] {
         try {

@@ -5,11 +5,15 @@
 // (strategies/serving_batch) says how long it takes. Under disaggregation a request
 // prefills on a prefill instance, then its KV cache moves to a decode instance before it
 // decodes there: the loop then runs as one SimGrid actor on the cluster's platform
-// (sim/platform, as the training replay's) and each transfer is a flow per tp rank from
-// the prefill GPU to the decode GPU, sharing NICs and links with the transfers running at
-// the same time; the controller waits for the next local event or the end of a transfer,
-// whichever comes first. That runs in a forked child (sim/child.hpp: one SimGrid engine
-// per process). Without disaggregation nothing crosses replicas and the loop runs alone.
+// (sim/platform, as the training replay's) and each transfer is a flow from every prefill
+// GPU to every decode GPU that holds the same layers and kv heads, sharing NICs and links
+// with the transfers running at the same time; the controller waits for the next local
+// event or the end of a transfer, whichever comes first. Replicas whose pipeline stages
+// sit on different nodes run their iterations on the platform as well, each
+// stage-to-stage activation send a flow per tp rank through the training replay's
+// point-to-point collective. That runs in a forked child (sim/child.hpp: one SimGrid
+// engine per process). Otherwise nothing crosses replicas or nodes and the loop runs
+// alone.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -259,10 +259,12 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
   }
   if (tp_ > 1)  // the vocab-parallel logits gathered for sampling
     r.comm += collective_time(cluster_, Collective::all_gather, double(rows) * double(model_.vocab) * kElement, tp_group_, 1.0);
+  r.tp_comm = r.comm;
   if (pp_ > 1) {
     const Group pair{2, cluster_.gpus_per_node >= 2 * tp_ ? 2 : 1, 0};
-    r.comm += double(pp_ - 1) *
-              collective_time(cluster_, Collective::send_recv, double(T) * double(model_.hidden) * kElement, pair, 1.0);
+    r.pp_send_bytes = double(T) * double(model_.hidden) * kElement;
+    r.pp_send = double(pp_ - 1) * collective_time(cluster_, Collective::send_recv, r.pp_send_bytes, pair, 1.0);
+    r.comm += r.pp_send;
   }
   r.gpu = r.linear + r.attention + r.comm;
   Seconds host_forward = 0;
@@ -299,13 +301,42 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
       stall = engine_.host.attention.graph_build;
     }
     r.host = prep + launch;
-    r.total = prep + std::max(launch, stall + r.gpu);
+    r.calibrated_host = true;
+    r.prepare = prep;
+    r.launch = launch;
+    r.stall = stall;
+    r.total = finish_with_gpu(r, r.gpu);
     return r;
   }
   r.host = host_forward + engine_.iteration_overhead;
-  // The host launches ahead of the GPU; the forward ends when both are done.
-  r.total = r.gpu + host_bound_time(r.gpu, 0, host_forward, 0, 1) + engine_.iteration_overhead;
+  r.launch = host_forward;
+  r.overhead = engine_.iteration_overhead;
+  r.total = finish_with_gpu(r, r.gpu);
   return r;
+}
+
+std::vector<TpCollective> BatchTimeModel::tp_collectives(const BatchShape& b) const {
+  std::vector<TpCollective> out;
+  const i64 T = b.tokens();
+  if (tp_ <= 1 || T <= 0) return out;
+  const ShardingContext ctx{tp_, 1, false, DType::bf16, DType::bf16};
+  // The same ops and bytes as time()'s comm (compute_layer_dense, the embedding, the logits).
+  for (const auto& [block, place] : {std::pair{0, TpCollective::Place::first_stage},
+                                     std::pair{1, TpCollective::Place::every_layer}})
+    for (const Op& op : unit_.blocks[std::size_t(block)].ops) {
+      if (!token_wise(op)) continue;
+      const OpTiming t = time_op(at_tokens(op, T), ctx, km_);
+      if (t.forward_comm.active()) out.push_back({t.forward_comm.kind, t.forward_comm.bytes, place});
+    }
+  const i64 rows = std::max<i64>(1, b.sampled);
+  out.push_back({Collective::all_gather, double(rows) * double(model_.vocab) * kElement, TpCollective::Place::last_stage});
+  return out;
+}
+
+Seconds BatchTimeModel::finish_with_gpu(const BatchTime& t, Seconds gpu) const {
+  if (t.calibrated_host) return t.prepare + std::max(t.launch, t.stall + gpu);
+  // The host launches ahead of the GPU; the forward ends when both are done.
+  return gpu + host_bound_time(gpu, 0, t.launch, 0, 1) + t.overhead;
 }
 
 BatchTime BatchTimeModel::prefill(i64 b, i64 prompt) const {

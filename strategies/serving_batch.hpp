@@ -60,6 +60,28 @@ struct BatchTime {
   Seconds attention = 0;  // attention and KV-cache traffic
   Seconds comm = 0;       // tp collectives and pp sends
   Seconds host = 0;       // host time of the forward (launches) and the iteration's overhead
+  // The pipeline sends inside `comm` (pp > 1): their closed-form time over the pp - 1 stage
+  // boundaries, and the bytes each tp rank sends to its peer of the next stage at each.
+  // The serving simulator replaces the closed form by flows where a boundary crosses nodes.
+  Seconds pp_send = 0;
+  Bytes pp_send_bytes = 0;
+  // The tensor-parallel collectives inside `comm` (tp > 1), closed form over the tp group
+  // inside one node; the simulator runs them as flows where a replica's group straddles two.
+  Seconds tp_comm = 0;
+  // How the host combines with the GPU time (finish_with_gpu): a calibrated engine's
+  // prepare/update, launch and graph-build stall, or the eager launches and the overhead.
+  bool calibrated_host = false;
+  Seconds prepare = 0, launch = 0, stall = 0, overhead = 0;
+};
+
+// One tensor-parallel collective of an iteration's forward, per rank: once on the first
+// stage (the vocab-parallel embedding), once per layer (the row-parallel outputs), or once
+// on the last stage (the logits gathered for sampling).
+struct TpCollective {
+  enum class Place { first_stage, every_layer, last_stage };
+  Collective kind = Collective::all_reduce;
+  Bytes bytes = 0;
+  Place place = Place::every_layer;
 };
 
 struct KvCapacity {
@@ -100,6 +122,11 @@ class BatchTimeModel {
   BatchTimeModel& operator=(const BatchTimeModel&) = delete;
 
   BatchTime time(const BatchShape& batch) const;
+  // What the iteration `t` (from time()) takes when its GPU part takes `gpu` instead of
+  // t.gpu (the simulator's flows for the pipeline sends): the host rule time() applies.
+  Seconds finish_with_gpu(const BatchTime& t, Seconds gpu) const;
+  // The tp collectives behind time()'s tp_comm, in the forward's order (empty for tp 1).
+  std::vector<TpCollective> tp_collectives(const BatchShape& batch) const;
   // Time of a batch of `b` requests prefilling `prompt` tokens each (static batching's
   // and a single request's first iteration); a shortcut for time() on that shape.
   BatchTime prefill(std::int64_t b, std::int64_t prompt) const;

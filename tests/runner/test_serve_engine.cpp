@@ -291,3 +291,68 @@ TEST_CASE("serve: bad transformers-fifo settings name the JSON path and the valu
                         Catch::Contains("-0.5") && Catch::Contains("/models/llama-1b/attention_path/sdpa/points/3"));
   fs::remove(bad);
 }
+
+TEST_CASE("serve: the engine's iteration times against its iteration log, and its host stalls", "[serving][engine]") {
+  // Every iteration the engine logged in the replayed Poisson runs (serving-engine-iterations:
+  // prepare, launch, sync, update and the batch's composition), timed by the batch-time model
+  // at the logged batch (prefill chunks split evenly, decode context = KV read - prefill
+  // tokens). Per run: the busy time (sum of iterations) measured and modelled, the median
+  // |error| per iteration, and the iterations the engine ran more than 30 ms slower than the
+  // model (host stalls the model does not have: docs/serving.md, "What is left").
+  const nlohmann::json data = read_json_file((kData / "serving-engine-2026-11-26.json").string());
+  const nlohmann::json itlog = read_json_file((kData / "serving-engine-iterations-2026-11-26.json").string());
+  std::printf("%-9s %-6s %5s | busy s meas / model / err | median |err| | stalls > 30 ms: n, share, added s, largest ms\n",
+              "model", "run", "iters");
+  int runs = 0;
+  for (const auto& run : data["runs"]) {
+    if (run.value("kind", "") != "poisson" || !run.contains("trace") || !run["trace"].is_object()) continue;
+    const std::string label = run["label"], name = run["model"];
+    const nlohmann::json* cols = nullptr;
+    for (const auto& r : itlog["runs"])
+      if (r["model"] == name && r["label"] == label && r["call"] == run["call"]) cols = &r["columns"];
+    REQUIRE(cols);
+    const auto& engine = data["engines"][run["engine"].get<std::size_t>()];
+    Diagnostics diag("<iterations>");
+    ServingScenario s = parse_serving_scenario(engine_scenario(data["models"][name], engine, "t.csv"), diag);
+    REQUIRE(diag.ok());
+    read_engine_host_cost(s.engine.host);
+    Diagnostics cd("<iterations>");
+    const ClusterModel c = resolve_cluster(s.cluster, cd);
+    REQUIRE(cd.ok());
+    const BatchTimeModel m(s.model, c, s.engine, 1, 1);
+    const auto& C = *cols;
+    const std::size_t n = C["t_s"].size();
+    double busy_meas = 0, busy_model = 0, stall_added = 0, largest = 0;
+    std::vector<double> errs;
+    int stalls = 0;
+    for (std::size_t i = 1; i < n; ++i) {  // the first iteration of a run may pay initialisation
+      const std::int64_t kv = C["kv_read"][i], nr = C["n_req"][i], np = C["n_prefill"][i], pt = C["prefill_tokens"][i];
+      BatchShape b;
+      b.decodes = nr - np;
+      for (std::int64_t k = 0; k < np; ++k) b.prefills.push_back({pt / np + (k < pt % np ? 1 : 0), 0});
+      b.decode_context = double(kv - pt);
+      b.sampled = C["new_tokens"][i];
+      const double model = m.time(b).total;
+      const double meas = C["prep_s"][i].get<double>() + C["launch_s"][i].get<double>() + C["sync_s"][i].get<double>() +
+                          C["update_s"][i].get<double>();
+      busy_meas += meas;
+      busy_model += model;
+      errs.push_back(std::fabs(model - meas) / meas);
+      if (meas - model > 0.030) {
+        ++stalls;
+        stall_added += meas - model;
+        largest = std::max(largest, meas - model);
+      }
+    }
+    const double busy_err = (busy_model - busy_meas) / busy_meas, median = percentile(errs, 0.5);
+    std::printf("%-9s %-6s %5zu | %6.2f %6.2f %+6.1f%% | %6.1f%% | %3d %5.1f%% %5.2f %6.0f\n", name.c_str(),
+                label.c_str(), n - 1, busy_meas, busy_model, 100 * busy_err, 100 * median, stalls,
+                100.0 * stalls / double(n - 1), stall_added, 1e3 * largest);
+    // Reached 2026-11-27: busy time within 9.9 % (8B 2.5 req/s, whose 83 stalls add 4.1 s),
+    // median per-iteration error up to 16.4 % (1B 16 req/s). Bounds that keep what is reached.
+    CHECK(std::fabs(busy_err) <= 0.12);
+    CHECK(median <= 0.18);
+    ++runs;
+  }
+  CHECK(runs == 9);
+}
