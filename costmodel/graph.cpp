@@ -594,6 +594,18 @@ void add_grad_accumulation(Block& b, double bytes_per_param) {
   }
 }
 
+// GraphStyle::scalar_elementwise: every kernel timed at the vectorized elementwise rate
+// runs on the unvectorized path instead, each way.
+void scalar_elementwise_kernels(ModelGraph& g) {
+  for (Block& b : g.blocks)
+    for (Op& op : b.ops) {
+      if (op.kind != OpKind::memory) continue;
+      const MemoryKind backward = op.bwd_memory_kind();
+      if (op.memory_kind == MemoryKind::elementwise) op.memory_kind = kScalarElementwiseKind;
+      op.memory_kind_backward = backward == MemoryKind::elementwise ? kScalarElementwiseKind : backward;
+    }
+}
+
 void layer_attention(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool llama) {
   if (m.mla) mla_attention_ops(ops, m, d);
   else attention_ops(ops, m, d, llama);
@@ -695,6 +707,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   }
   if (style.grad_accumulation_bytes > 0)
     for (Block& b : g.blocks) add_grad_accumulation(b, style.grad_accumulation_bytes);
+  if (style.scalar_elementwise) scalar_elementwise_kernels(g);
   return g;
 }
 
@@ -867,8 +880,11 @@ GraphStyle graph_style(const TrainingSpec& t) {
     case Framework::pytorch_tp: s.dtensor_projections = true; break;
     default: break;
   }
+  s.scalar_elementwise = scalar_elementwise(t.framework.name);
   return s;
 }
+
+bool scalar_elementwise(Framework f) { return f == Framework::megatron_2019; }
 
 GraphStyle graph_style(Precision p) {
   switch (p) {

@@ -142,6 +142,15 @@ struct GraphStyle {
   bool unfused_score_mask = false;
   bool bias_add_kernels = false;
   bool fp32_logits = false;
+  // PyTorch before 1.5 (megatron-2019 runs 1.1): TensorIterator's GPU loop computes each
+  // element's address, loads, computes and stores it one element per thread at a time,
+  // with neither vectorized loads nor loads hoisted ahead of the stores (pytorch/pytorch
+  // issue 31975, January 2020, "current status of gpu loop"; vectorized access came with
+  // pull request 32383, 2020), and dropout's fused kernel loads one element at a time
+  // too. Every elementwise kernel then runs on the unvectorized path: the rate calibrated
+  // for a contiguous binary op that takes it (MemoryKind::mixed_add), an upper bound for
+  // the older loop. Norms (apex FusedLayerNorm), softmax and the optimizer keep theirs.
+  bool scalar_elementwise = false;
   // Bytes per parameter read and written every micro-batch to accumulate the weight
   // gradients outside the GEMMs (megatron-deepspeed; 0: accumulated by the wgrad GEMM).
   double grad_accumulation_bytes = 0;
@@ -163,6 +172,11 @@ struct GraphStyle {
 GraphStyle graph_style(Precision p);
 // The precision's style with the framework's kernels (training.framework).
 GraphStyle graph_style(const TrainingSpec& t);
+// GraphStyle::scalar_elementwise of a framework (megatron-2019: PyTorch 1.1), and the
+// calibrated kind its elementwise kernels run at: also what its gradient passes outside
+// the graph take (rules.hpp ddp_gradient_scaling).
+bool scalar_elementwise(Framework f);
+constexpr MemoryKind kScalarElementwiseKind = MemoryKind::mixed_add;
 
 // Builds the graph of one micro-batch of `micro_batch` samples.
 ModelGraph build_model_graph(const ModelSpec& m, std::int64_t micro_batch, const GraphStyle& style);

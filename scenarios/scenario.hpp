@@ -115,11 +115,11 @@ struct ModelSpec {
 //  pytorch-fsdp  FullyShardedDataParallel: version 1 or 2, param_dtype and reduce_dtype (default:
 //                the parameters' storage type); plan.zero 3 is FULL_SHARD, 2 SHARD_GRAD_OP
 //  pytorch-tp    DTensor tensor parallelism (parallelize_module): host dispatch per kernel grows
-//  megatron-2019 Megatron-LM as released in 2019 (commit a0368ddf, PyTorch 1.1 in NGC 19.05): the
-//                attention scores scaled and masked by separate kernels, bias adds after the
-//                GEMMs (F.linear on 3-D inputs), unfused dropout and residual adds, fp32 logits
-//                into an unfused cross entropy, and FP16_Optimizer's per-tensor passes around
-//                the Adam step (GraphStyle, PrecisionRules::optimizer_extra_bytes)
+//  megatron-2019 Megatron-LM as released in 2019 (commit a0368ddf, PyTorch 1.1 in NGC 19.05): scores
+//                scaled and masked by separate kernels, bias adds after the GEMMs, unfused dropout
+//                and residual adds, all on PyTorch 1.1's unvectorized elementwise path, fp32 logits
+//                into an unfused cross entropy, FP16_Optimizer's and its DDP's gradient passes
+//                (GraphStyle, PrecisionRules::optimizer_extra_bytes, rules ddp_gradient_scaling)
 //  megatron-deepspeed Megatron-DeepSpeed's pipeline engine: Megatron's fused layers, and under
 //                mixed-bf16 DeepSpeed's BF16_Optimizer adds every micro-batch's bf16 weight
 //                gradients into fp32 buffers (update_hp_grads); under mixed-fp16 autograd

@@ -75,6 +75,11 @@ DdpBuckets ddp_buckets(const FrameworkSpec& f, i64 dp) {
 }
 
 Bytes ddp_gradient_scaling_bytes(const FrameworkSpec& f, double params, i64 dp, const PrecisionRules& r) {
+  // Megatron-LM 2019 (model/distributed.py at a0368ddf, wrapped around every run, one GPU
+  // too): _flatten_dense_tensors copies the gradients into one buffer, `coalesced /=
+  // world size` scales it before the all-reduce (reduce_after=False), and each gradient
+  // copies its slice back: three passes, each read and written.
+  if (f.name == Framework::megatron_2019) return params * r.grad_bytes * 2 * 3;
   if (f.name != Framework::pytorch_ddp || dp <= 1) return 0;
   return params * r.grad_bytes * 2 * (f.gradient_as_bucket_view ? 1 : 2);
 }
@@ -82,7 +87,8 @@ Bytes ddp_gradient_scaling_bytes(const FrameworkSpec& f, double params, i64 dp, 
 Seconds ddp_gradient_scaling(const KernelModel& km, const FrameworkSpec& f, double params, i64 dp,
                              const PrecisionRules& r) {
   const Bytes bytes = ddp_gradient_scaling_bytes(f, params, dp, r);
-  return bytes > 0 ? km.memory_stream(bytes) : 0.0;
+  if (bytes <= 0) return 0.0;
+  return km.memory_stream(bytes, scalar_elementwise(f.name) ? kScalarElementwiseKind : MemoryKind::elementwise);
 }
 
 Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward, Seconds forward, double params,

@@ -114,8 +114,11 @@ DdpBuckets ddp_buckets(const FrameworkSpec& f, std::int64_t dp);
 // gradient_as_bucket_view, else while copying it into its bucket, and after the
 // all-reduce copies the bucket back into the gradient). One pass over every gradient read
 // and written, two without the bucket view, at the vectorized elementwise rate, once per
-// iteration (the micro-batch that synchronises). Returns the bytes moved; 0 for other
-// frameworks (Megatron folds the 1/dp into its gradient buffer's reduction).
+// iteration (the micro-batch that synchronises). Megatron-LM 2019 (megatron-2019) wraps
+// every run in its own DistributedDataParallel, which flattens the gradients into one
+// buffer, scales it and copies it back: three passes at any dp, at its elementwise kernels'
+// rate (graph.hpp scalar_elementwise). Returns the bytes moved; 0 for other frameworks
+// (Megatron folds the 1/dp into its gradient buffer's reduction).
 Bytes ddp_gradient_scaling_bytes(const FrameworkSpec& f, double params, std::int64_t dp, const PrecisionRules& r);
 // Its GPU time at the elementwise rate (the launches, one per gradient tensor, are host
 // time inside DDP's hooks: host_hooks_per_layer).

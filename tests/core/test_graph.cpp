@@ -4,6 +4,7 @@
 #include <string>
 
 #include "costmodel/graph.hpp"
+#include "costmodel/kernels.hpp"
 
 using namespace clustersim;
 
@@ -238,6 +239,59 @@ TEST_CASE("megatron-2019: scale and mask passes, bias adds and fp32 logits beyon
               sum_bytes(layer, true) - sum_bytes(plain, true));
   CHECK(sum_bytes(layer, true) - sum_bytes(plain, true) == Approx(added_f).epsilon(1e-9));
   CHECK(sum_bytes(layer, false) - sum_bytes(plain, false) == Approx(4 * probs * e + layout).epsilon(1e-9));
+}
+
+TEST_CASE("megatron-2019: PyTorch 1.1's elementwise kernels take the unvectorized path", "[graph]") {
+  // PyTorch 1.1's TensorIterator GPU loop loads, computes and stores one element per
+  // thread at a time (pytorch/pytorch issue 31975; vectorized in 2020), so under
+  // megatron-2019 every kernel the eager graph times as vectorized elementwise runs at the
+  // unvectorized contiguous rate (MemoryKind::mixed_add), both ways; norms (apex) and the
+  // softmax keep their own kinds.
+  ModelSpec m = gpt(1536, 40, 16, 1024, 51200);
+  m.attention = AttentionImpl::standard;
+  m.dropout = 0.1;
+  TrainingSpec t;
+  t.precision = Precision::mixed_fp16;
+  t.framework.name = Framework::megatron_2019;
+  const GraphStyle style = graph_style(t);
+  CHECK(style.scalar_elementwise);
+  GraphStyle vectorized = style;
+  vectorized.scalar_elementwise = false;
+  const ModelGraph g = build_model_graph(m, 8, style);
+  const ModelGraph v = build_model_graph(m, 8, vectorized);
+  int moved = 0;
+  for (std::size_t b = 0; b < g.blocks.size(); ++b)
+    for (std::size_t i = 0; i < g.blocks[b].ops.size(); ++i) {
+      const Op& op = g.blocks[b].ops[i];
+      const Op& was = v.blocks[b].ops[i];
+      REQUIRE(op.name == was.name);
+      const bool memory = op.kind == OpKind::memory;  // GEMMs, collectives and lookups keep theirs
+      const auto expect = [memory](MemoryKind k) {
+        return memory && k == MemoryKind::elementwise ? MemoryKind::mixed_add : k;
+      };
+      INFO(op.name);
+      CHECK(op.memory_kind == expect(was.memory_kind));
+      CHECK(op.bwd_memory_kind() == expect(was.bwd_memory_kind()));
+      moved += op.kind == OpKind::memory && was.memory_kind == MemoryKind::elementwise;
+    }
+  CHECK(moved >= 10);
+  const Block& layer = g.blocks[static_cast<std::size_t>(g.layers[0])];
+  for (const Op& op : layer.ops)
+    if (op.name == "attn-layernorm") CHECK(op.memory_kind == MemoryKind::norm);
+    else if (op.name == "scale-mask-softmax") CHECK(op.memory_kind == MemoryKind::softmax);
+  // The score scale and mask on the transferred V100: 6 b a s^2 fp16 bytes at the
+  // unvectorized kind's rate, its half size once, three launches.
+  const GpuProfile gpu = *find_gpu_profile("v100-sxm2-32gb");
+  const auto k = static_cast<std::size_t>(MemoryKind::mixed_add);
+  const double rate = gpu.memory_bandwidth * gpu.efficiency.memory_by_kind[k];
+  const double bytes = 6.0 * 8 * 16 * 1024 * 1024 * 2;
+  const double expected =
+      (bytes + gpu.efficiency.memory_half_size_by_kind[k]) / rate + 3 * gpu.efficiency.kernel_overhead;
+  const double model = KernelModel(gpu).memory(bytes, 3, MemoryKind::mixed_add);
+  std::printf("megatron-2019 score scale and mask on %s: expected %.4f ms, model %.4f ms (vectorized: %.4f ms)\n",
+              gpu.name.c_str(), 1e3 * expected, 1e3 * model, 1e3 * KernelModel(gpu).memory(bytes, 3, MemoryKind::elementwise));
+  CHECK(model == Approx(expected).epsilon(1e-12));
+  CHECK(model > KernelModel(gpu).memory(bytes, 3, MemoryKind::elementwise));
 }
 
 TEST_CASE("megatron-deepspeed: each micro-batch's gradients are accumulated in one pass per block", "[graph]") {

@@ -7,9 +7,11 @@
 // with mixed-fp8 and, as their recipes set, bf16 main gradients (training.framework
 // reduce_dtype). The goal is 10% per generation; it is not met everywhere (see the printed
 // table). Volta: the 2019 paper's rows run training.framework megatron-2019 (the paper's
-// code: unfused score scale/mask, bias adds, fp32 logits, FP16_Optimizer) and the paper's
-// FLOP counting, 8 N T (metric flops_counting, from the v1.0 post's 62.4 TFLOP/s at 1288 ms);
-// they remain 7-29% optimistic, and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
+// code on PyTorch 1.1: unfused score scale/mask, bias adds, fp32 logits, FP16_Optimizer,
+// its DDP's gradient passes, unvectorized elementwise kernels) and the paper's FLOP
+// counting, 8 N T (metric flops_counting, from the v1.0 post's 62.4 TFLOP/s at 1288 ms);
+// they are 0-20% optimistic (the 2.5B on 128 GPUs +19.5%, the tensor-parallel rows
+// +10-15%), and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
 // Ampere: BLOOM and MT-NLG run megatron-deepspeed (fp32 gradient accumulation per
 // micro-batch; BF16_Optimizer's fp32 all-reduce after the flush) and remain 22-34%
 // optimistic; OPT-175B (metaseq FSDP) 11%. Blackwell: the GB200 405B row runs its recipe's
@@ -69,7 +71,8 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   REQUIRE(mae.count("ampere"));
   REQUIRE(mae.count("hopper"));
   REQUIRE(mae.count("blackwell"));
-  CHECK(mae["volta"] <= 0.20);
+  // Volta 9.7% (16.7% before megatron-2019's unvectorized elementwise kernels and DDP passes).
+  CHECK(mae["volta"] <= 0.10);
   // Ampere was 22.9% on the transfer branch; with the duty-cycle H100 GEMM curve (GEMMs
   // timed near boost clock, as in training steps) the A100's transferred GEMMs got faster
   // and the Megatron-DeepSpeed rows moved back up 4-5 points (26.4%; 25.2% with DeepSpeed's

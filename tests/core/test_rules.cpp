@@ -651,6 +651,17 @@ TEST_CASE("megatron-2019's FP16_Optimizer moves 64 bytes per parameter, and redu
   const GpuProfile gpu = *find_gpu_profile("v100-sxm2-32gb");
   const KernelModel km(gpu);
   CHECK(optimizer_step(km, 1e9, r) == Approx(km.memory(64e9, 8, MemoryKind::optimizer)).epsilon(1e-12));
+  // Its DistributedDataParallel (model/distributed.py, around every run): flatten, scale and
+  // copy back the fp16 gradients, 3 x (2 + 2) = 12 bytes per parameter at dp 1 as at 64, on
+  // PyTorch 1.1's unvectorized elementwise path.
+  for (const std::int64_t dp : {1, 64}) {
+    show("megatron-2019 DDP gradient passes, bytes per parameter", 12, ddp_gradient_scaling_bytes(t.framework, 1, dp, r));
+    CHECK(ddp_gradient_scaling_bytes(t.framework, 1e9, dp, r) == Approx(12e9));
+  }
+  const double ddp = ddp_gradient_scaling(km, t.framework, 1e9, 1, r);
+  const double rate = gpu.memory_bandwidth * gpu.efficiency.memory_by_kind[static_cast<std::size_t>(MemoryKind::mixed_add)];
+  show("megatron-2019 DDP gradient passes of 1e9 parameters on the V100, s", 12e9 / rate, ddp);
+  CHECK(ddp == Approx(12e9 / rate).epsilon(1e-12));
   // Megatron-Core's grad_reduce_in_fp32 false (NeMo 1.x: optim.grad_sync_dtype bf16): the
   // main-gradient buffer and its reduction in bf16.
   TrainingSpec n;
