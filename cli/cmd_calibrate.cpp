@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <memory>
+#include <tuple>
 
 #include "cli/command.hpp"
 #include "costmodel/calibration.hpp"
@@ -31,6 +32,7 @@ struct FitCommand {
   std::string host_file;     // host dispatch costs (measure_host.py)
   std::string dtensor_bias_file;  // DTensor GPT steps with and without biases (measure_parallel.py)
   std::vector<std::string> dtensor_optimizer_files;  // DTensor optimizer steps (measure_dtensor_params.py)
+  std::vector<std::string> dtensor_loss_files;  // DTensor loss_parallel (measure_dtensor_params.py --loss-only)
   std::string overlap_file;  // overlap interference (calibration/nccl's overlap benchmark)
   std::vector<std::string> nccl_files;
   std::string db, hardware;  // fit from samples stored by `calibrate import`
@@ -138,6 +140,16 @@ int fit(const FitCommand& c) {
     fitted.sources.push_back("DTensor parameter host cost of the fused AdamW step (calibration/training/"
                              "measure_dtensor_params.py): " + files);
   }
+  if (!c.dtensor_loss_files.empty()) {
+    if (c.host_file.empty())
+      throw InputError("<command line>", "--dtensor-loss", "needs --host (the eager host rate the cost is carried to)");
+    std::tie(fitted.host.dtensor_loss_forward, fitted.host.dtensor_loss_backward) =
+        fit_dtensor_loss(c.dtensor_loss_files, fitted.host.eager_per_kernel);
+    std::string files;
+    for (const auto& f : c.dtensor_loss_files) files += (files.empty() ? "" : ", ") + f;
+    fitted.sources.push_back("DTensor loss_parallel host cost (calibration/training/measure_dtensor_params.py "
+                             "--loss-only): " + files);
+  }
   if (!c.overlap_file.empty()) {
     fitted.interference = fit_overlap_interference(c.overlap_file);
     fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " +
@@ -176,11 +188,12 @@ int fit(const FitCommand& c) {
   if (fitted.host.present()) {
     const auto& h = fitted.host;
     fmt::print("host dispatch: {} per kernel eager; a DTensor parallel-style module {} forward, {} backward, its bias {}, "
-               "a DTensor parameter in the optimizer step {}; "
+               "a DTensor parameter in the optimizer step {}, the loss_parallel cross entropy {} forward, {} backward; "
                "DDP {} per layer; FSDP per unit {} (fp32), {} (mixed precision), {} (FSDP2)\n",
                format_seconds(h.eager_per_kernel), format_seconds(h.dtensor_module_forward),
                format_seconds(h.dtensor_module_backward), format_seconds(h.dtensor_bias),
-               format_seconds(h.dtensor_optimizer_param), format_seconds(h.ddp_per_layer),
+               format_seconds(h.dtensor_optimizer_param), format_seconds(h.dtensor_loss_forward),
+               format_seconds(h.dtensor_loss_backward), format_seconds(h.ddp_per_layer),
                format_seconds(h.fsdp_per_unit), format_seconds(h.fsdp_mixed_per_unit), format_seconds(h.fsdp2_per_unit));
   }
   if (!c.nccl_files.empty()) {
@@ -267,6 +280,9 @@ const Registration calibrate_command{
       f->add_option("--dtensor-optimizer", c->dtensor_optimizer_files,
                     "fused AdamW steps over DTensor and plain Linear stacks (clustersim-host-dispatch JSON of "
                     "measure_dtensor_params.py; repeat for each run); needs --host");
+      f->add_option("--dtensor-loss", c->dtensor_loss_files,
+                    "the loss_parallel cross entropy against the plain one (clustersim-host-dispatch JSON of "
+                    "measure_dtensor_params.py --loss-only; repeat for each run); needs --host");
       f->add_option("--overlap", c->overlap_file, "overlap interference (calibration/nccl's clustersim-overlap-bench JSON)");
       f->add_option("--nccl", c->nccl_files,
                     "NCCL collective timings (clustersim-nccl-bench JSON; repeat for each GPU count), fitted into the "

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <fmt/format.h>
 
 #include "costmodel/kernels.hpp"
@@ -621,6 +622,59 @@ Seconds fit_dtensor_optimizer(const std::vector<std::string>& files, Seconds eag
                      fmt::format("expected the DTensor optimizer steps to cost more host time than the plain ones "
                                  "(median {} s per parameter)", v));
   return v;
+}
+
+std::pair<Seconds, Seconds> fit_dtensor_loss(const std::vector<std::string>& files, Seconds eager_per_kernel) {
+  std::vector<double> forward, backward;
+  for (const std::string& file : files) {
+    const nlohmann::json doc = read_json_file(file);
+    Diagnostics diag(file);
+    if (!doc.is_object() || doc.value("format", "") != "clustersim-host-dispatch/1") {
+      diag.error("/format", "expected \"clustersim-host-dispatch/1\" (measure_dtensor_params.py --loss-only)");
+      diag.throw_if_errors();
+    }
+    if (!doc.contains("cases") || !doc["cases"].is_array()) {
+      diag.error("/cases", "expected an array of measured cases (measure_dtensor_params.py --loss-only)");
+      diag.throw_if_errors();
+    }
+    const nlohmann::json& cases = doc["cases"];
+    const int ranks = doc.contains("environment") && doc["environment"].is_object()
+                          ? doc["environment"].value("world_size", 0)
+                          : 0;
+    if (ranks < 1) diag.error("/environment/world_size", "expected the number of ranks (>= 1)");
+    for (int r = 0; r < std::max(ranks, 0); ++r) {
+      const double rate = median_of(block_host_per_kernel(cases, "/cases", r, diag));
+      const auto host = [&](const std::string& name) -> double {
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+          if (!cases[i].is_object() || cases[i].value("case", "") != name) continue;
+          const auto fig = cases[i].find("host_per_call_s_per_rank");
+          if (fig == cases[i].end() || !fig->is_array() || fig->size() <= static_cast<std::size_t>(r) ||
+              !(*fig)[r].is_number() || !((*fig)[r].get<double>() > 0)) {
+            diag.error(json_path("/cases", i) + "/host_per_call_s_per_rank", fmt::format("expected a figure > 0 for rank {}", r));
+            return 0.0;
+          }
+          return (*fig)[r].get<double>();
+        }
+        diag.error("/cases", fmt::format("no case \"{}\"", name));
+        return 0.0;
+      };
+      const double pf = host("loss plain forward"), pb = host("loss plain forward+backward"),
+                   tf = host("loss dtensor forward"), tb = host("loss dtensor forward+backward");
+      if (!(rate > 0) || !(pf > 0) || !(pb > 0) || !(tf > 0) || !(tb > 0)) continue;
+      // Beyond the plain ops, at this rank's host speed, carried to the profile's.
+      forward.push_back((tf - pf) * eager_per_kernel / rate);
+      backward.push_back(((tb - tf) - (pb - pf)) * eager_per_kernel / rate);
+    }
+    diag.throw_if_errors();
+  }
+  if (!(eager_per_kernel > 0))
+    throw InputError("<command line>", "--dtensor-loss", "needs the profile's eager host time per kernel (--host)");
+  const double f = median_of(forward), b = median_of(backward);
+  if (!(f > 0) || !(b > 0))
+    throw InputError(files.front(), "/cases",
+                     fmt::format("expected the DTensor loss to cost more host time than the plain one (median {} s "
+                                 "forward, {} s backward)", f, b));
+  return {f, b};
 }
 
 OverlapInterference fit_overlap_interference(const std::string& file) {

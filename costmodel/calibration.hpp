@@ -119,6 +119,14 @@ Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel);
 // Bad content is an InputError with JSON paths.
 Seconds fit_dtensor_optimizer(const std::vector<std::string>& files, Seconds eager_per_kernel);
 
+// What the vocabulary-parallel cross entropy costs on the host beyond the plain one
+// (HostDispatch::dtensor_loss_forward / _backward), from clustersim-host-dispatch files of
+// measure_dtensor_params.py --loss-only: per rank, DTensor minus plain forward, and
+// (forward + backward) minus forward likewise, carried to the profile's host speed by
+// eager_per_kernel over that rank's rate on the same file's transformer blocks; the medians.
+// Bad content is an InputError with JSON paths.
+std::pair<Seconds, Seconds> fit_dtensor_loss(const std::vector<std::string>& files, Seconds eager_per_kernel);
+
 // Overlap interference from a clustersim-overlap-bench JSON file (calibration/nccl): the
 // median GEMM slowdown beside a collective, and the median collective slowdown beside
 // GEMMs, over every GPU count, GEMM shape and collective of at least 64 MiB (smaller

@@ -567,6 +567,7 @@ double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::s
     ops.push_back(memory_op(prefix + "cross-entropy", Split::column, 2 * logits * d.e, 3 * logits * d.e, logits * d.e));
     ops.back().memory_kind = MemoryKind::softmax;
     ops.back().role = OpRole::row_reduction;
+    ops.back().loss_parallel = d.dtp;
     return 3 * logits * d.e;
   }
   // Megatron's vocab-parallel cross entropy in fp32: read logits, write and keep the
@@ -575,6 +576,7 @@ double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::s
   ops.back().memory_kind = MemoryKind::softmax;
   ops.back().role = OpRole::row_reduction;
   ops.back().kernels = 4;
+  ops.back().loss_parallel = d.dtp;
   return logits * 4;  // the fp32 gradient of the logits
 }
 

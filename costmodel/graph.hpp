@@ -81,6 +81,10 @@ struct Op {
   // parallel_style: the module's Linear has a bias (a DTensor parameter of its own, cast,
   // reduced and updated like the weight: rules.hpp op_host_overhead).
   bool biased = false;
+  // The cross entropy runs under DTensor's loss_parallel (pytorch-tp: the head's logits stay
+  // sharded over the vocabulary): its handlers cost host time of their own (rules.hpp
+  // op_host_overhead).
+  bool loss_parallel = false;
   // attention: bytes of its keys and values together (what context parallelism's ring
   // passes from GPU to GPU); the queries and the output make up the rest of fwd_bytes.
   double kv_bytes = 0;

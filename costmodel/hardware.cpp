@@ -288,7 +288,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   }
   if (const auto* host = r.object("host_dispatch", false)) {
     ObjectReader hr(*host, "/host_dispatch", diag,
-                    {"source", "eager_per_kernel", "dtensor_module_forward", "dtensor_module_backward", "dtensor_bias", "dtensor_optimizer_param", "ddp_per_layer", "fsdp_per_unit",
+                    {"source", "eager_per_kernel", "dtensor_module_forward", "dtensor_module_backward", "dtensor_bias", "dtensor_optimizer_param", "dtensor_loss_forward", "dtensor_loss_backward", "ddp_per_layer", "fsdp_per_unit",
                      "fsdp_mixed_per_unit", "fsdp2_per_unit"});
     auto& h = p.host;
     h.source = hr.string("source").value_or("");
@@ -302,6 +302,8 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     h.dtensor_module_backward = t("dtensor_module_backward");
     h.dtensor_bias = t("dtensor_bias", false);  // absent: not measured
     h.dtensor_optimizer_param = t("dtensor_optimizer_param", false);
+    h.dtensor_loss_forward = t("dtensor_loss_forward", false);
+    h.dtensor_loss_backward = t("dtensor_loss_backward", false);
     h.ddp_per_layer = t("ddp_per_layer");
     h.fsdp_per_unit = t("fsdp_per_unit");
     h.fsdp_mixed_per_unit = t("fsdp_mixed_per_unit");
@@ -418,6 +420,8 @@ nlohmann::json to_json(const GpuProfile& p) {
                             {"dtensor_module_backward", q(h.dtensor_module_backward, "s")},
                             {"dtensor_bias", q(h.dtensor_bias, "s")},
                             {"dtensor_optimizer_param", q(h.dtensor_optimizer_param, "s")},
+                            {"dtensor_loss_forward", q(h.dtensor_loss_forward, "s")},
+                            {"dtensor_loss_backward", q(h.dtensor_loss_backward, "s")},
                             {"ddp_per_layer", q(h.ddp_per_layer, "s")},
                             {"fsdp_per_unit", q(h.fsdp_per_unit, "s")},
                             {"fsdp_mixed_per_unit", q(h.fsdp_mixed_per_unit, "s")},

@@ -109,6 +109,11 @@ struct HostDispatch {
   // unwrapping of each parameter, gradient and state before the kernels are launched);
   // 0 where not measured.
   Seconds dtensor_optimizer_param = 0;
+  // The vocabulary-parallel cross entropy (loss_parallel over logits sharded by the head's
+  // ColwiseParallel) beyond the same ops on a plain tensor: DTensor's handlers of the cast,
+  // log_softmax and nll_loss with their functional all-reduces, forward and backward; 0
+  // where not measured.
+  Seconds dtensor_loss_forward = 0, dtensor_loss_backward = 0;
   Seconds ddp_per_layer = 0;       // DDP's autograd hooks, per layer (its parameters)
   Seconds fsdp_per_unit = 0;       // FSDP1 pre/post hooks per wrapped unit, fwd + bwd, no mixed precision
   Seconds fsdp_mixed_per_unit = 0; // FSDP1 with a MixedPrecision policy (casts of the flat parameter)

@@ -313,7 +313,9 @@ Seconds host_bound_time(Seconds gpu_f, Seconds gpu_b, Seconds host_f, Seconds ho
 Seconds host_per_kernel(const FrameworkSpec&, const HostDispatch& h) { return h.eager_per_kernel; }
 
 OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch& h, i64 tp) {
-  if (!op.parallel_style || f.name != Framework::pytorch_tp || tp <= 1) return {};
+  if (f.name != Framework::pytorch_tp || tp <= 1) return {};
+  if (op.loss_parallel) return {h.dtensor_loss_forward, h.dtensor_loss_backward, 0.0};
+  if (!op.parallel_style) return {};
   // A bias is measured as one figure; it splits between the passes as the module's own cost.
   const Seconds module = h.dtensor_module_forward + h.dtensor_module_backward;
   const double bias_forward = module > 0 ? h.dtensor_module_forward / module : 0.5;

@@ -373,7 +373,9 @@ Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
 // passes as the module's own. The module's weight and bias are DTensor parameters: the
 // fused AdamW step pays each one's measured dispatch once per iteration (`optimizer`; the
 // bias's measured cost came from whole one-micro-batch steps, so its share of the step is
-// taken out of the per-micro-batch part).
+// taken out of the per-micro-batch part). The cross entropy under loss_parallel
+// (Op::loss_parallel) costs the measured handlers' time beyond the plain ops, forward and
+// backward.
 // Under DTensor the host cost follows the modules, not the kernels: the same layer's
 // kernels run at the eager rate.
 struct OpHost {

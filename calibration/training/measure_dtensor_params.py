@@ -15,7 +15,7 @@ all-reduce each) are timed too, with the ranks' loops aligned, as a cross-check.
 GPT and Llama blocks of measure_host.py give this machine's eager host rate per kernel, so
 the figures can be carried to the rate of the profile's host-dispatch file.
 
-  torchrun --standalone --nproc-per-node 2 measure_dtensor_params.py --out F [--optimizer-only]
+  torchrun --standalone --nproc-per-node 2 measure_dtensor_params.py --out F [--optimizer-only | --loss-only]
 """
 import copy, json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,11 +41,51 @@ def gather_cases(local):
     return out
 
 
+def loss_cases(args, dev, mesh, world, tokens=64, vocab=1024):
+    """The loss of measure_parallel.py's DTensor runs (--dtp-loss parallel): logits sharded over the
+    vocabulary (the head's ColwiseParallel output, Shard(-1)), flattened, cast to fp32 and
+    cross_entropy under loss_parallel, forward and backward inside it, under autocast, against the
+    same ops on a plain tensor of a rank's shard. The ranks' loops run aligned (the DTensor loss
+    all-reduces inside)."""
+    import contextlib
+    import torch.nn.functional as F
+    try:
+        from torch.distributed.tensor import Shard, distribute_tensor
+    except ImportError:
+        from torch.distributed._tensor import Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import loss_parallel
+    res = []
+    torch.manual_seed(0)
+    full = torch.randn(1, tokens, vocab, device=dev, dtype=torch.bfloat16)
+    target = torch.randint(0, vocab, (1, tokens), device=dev)
+    plain_target = torch.randint(0, vocab // world, (1, tokens), device=dev)
+    for label, x, tgt, ctx in (("plain", full[..., :vocab // world].contiguous(), plain_target, contextlib.nullcontext),
+                               ("dtensor", distribute_tensor(full, mesh, [Shard(-1)]), target, loss_parallel)):
+        x = x.detach().requires_grad_(True)
+
+        def fwd(x=x, tgt=tgt, ctx=ctx):
+            with ctx():
+                return F.cross_entropy(x.flatten(0, 1).float(), tgt.flatten(0, 1))
+
+        def fwd_bwd(x=x, tgt=tgt, ctx=ctx):
+            with ctx():
+                F.cross_entropy(x.flatten(0, 1).float(), tgt.flatten(0, 1)).backward()
+        meta = dict(section="loss", model=label, shapes="logits [1, %d, %d], tp %d" % (tokens, vocab, world))
+        mh.case(res, "loss %s forward" % label, fwd, args, ctx=mh.autocast_ctx, collective=True, part="forward", **meta)
+        mh.case(res, "loss %s forward+backward" % label, fwd_bwd, args, ctx=mh.autocast_ctx, collective=True,
+                part="forward+backward", **meta)
+        dist.barrier()
+    return res
+
+
 def main():
     import argparse
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--reps", type=int, default=7)
+    p.add_argument("--loss-only", action="store_true",
+                   help="time only the blocks and the vocabulary-parallel cross-entropy (loss_parallel) against "
+                        "the plain one on a rank's shard of the logits")
     p.add_argument("--optimizer-only", action="store_true",
                    help="time only the blocks and the fused AdamW steps (ColwiseParallel stacks), not the "
                         "module passes or the RowwiseParallel stacks")
@@ -58,9 +98,11 @@ def main():
     # This machine's eager rate: measure_host.py's plain blocks (each rank alone).
     res += [dict(r, section="blocks") for r in mh.block_cases(args, dev)]
 
+    if args.loss_only:
+        res += loss_cases(args, dev, mesh, world)
     x = torch.randn(2, 32, H, device=dev)            # needs no gradient: no input-gradient all-reduce
     xr = torch.randn(2, 32, H // world, device=dev)  # RowwiseParallel's local input shard
-    for kind in (("colwise",) if args.optimizer_only else ("colwise", "rowwise")):
+    for kind in (() if args.loss_only else ("colwise",) if args.optimizer_only else ("colwise", "rowwise")):
         for K in ((8, 32) if kind == "colwise" else (8,)):
             for bias in (False, True):
                 torch.manual_seed(0)

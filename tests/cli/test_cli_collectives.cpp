@@ -104,7 +104,10 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
                      "dtensor-host-2026-11-27/dtensor-params-run2.json --dtensor-optimizer " + d +
                      "dtensor-host-2026-11-27/dtensor-params-run4.json --dtensor-optimizer " + d +
                      "dtensor-host-2026-11-27/call8-x4-params-r1.json --dtensor-optimizer " + d +
-                     "dtensor-host-2026-11-27/call8-x4-params-r2.json --overlap " + d + "overlap-2026-11-26.json" +
+                     "dtensor-host-2026-11-27/call8-x4-params-r2.json --dtensor-loss " + d +
+                     "dtensor-host-2026-11-27/call9-loss-r1.json --dtensor-loss " + d +
+                     "dtensor-host-2026-11-27/call9-loss-r2.json --dtensor-loss " + d +
+                     "dtensor-host-2026-11-27/call9-loss-r3.json --overlap " + d + "overlap-2026-11-26.json" +
                      " --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " +
                      d + "nccl-4gpu-2026-11-26.json --name h100-sxm5-80gb --holdout 0 --out " + out.string());
   INFO(r.output);

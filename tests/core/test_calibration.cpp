@@ -3,6 +3,8 @@
 // predicts held-back measurements well.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <cstdio>
 
 #include "costmodel/calibration.hpp"
@@ -47,6 +49,16 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   fitted.host.dtensor_optimizer_param = fit_dtensor_optimizer(params, fitted.host.eager_per_kernel);
   fitted.sources.push_back("DTensor parameter host cost of the fused AdamW step (calibration/training/"
                            "measure_dtensor_params.py): " + listed);
+  std::vector<std::string> losses;
+  listed.clear();
+  for (const char* f : {"call9-loss-r1.json", "call9-loss-r2.json", "call9-loss-r3.json"}) {
+    losses.push_back(kData + "dtensor-host-2026-11-27/" + f);
+    listed += (listed.empty() ? "" : ", ") + losses.back();
+  }
+  std::tie(fitted.host.dtensor_loss_forward, fitted.host.dtensor_loss_backward) =
+      fit_dtensor_loss(losses, fitted.host.eager_per_kernel);
+  fitted.sources.push_back("DTensor loss_parallel host cost (calibration/training/measure_dtensor_params.py "
+                           "--loss-only): " + listed);
   const std::string overlap = kData + "overlap-2026-11-26.json";
   fitted.interference = fit_overlap_interference(overlap);
   fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " + overlap);
@@ -69,6 +81,9 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/dtensor-params-run4.json
   //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call8-x4-params-r1.json
   //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call8-x4-params-r2.json
+  //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r1.json
+  //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r2.json
+  //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r3.json
   //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-2gpu-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-4gpu-2026-11-26.json
@@ -224,4 +239,65 @@ TEST_CASE("the DTensor optimizer cost: the slope over K of the DTensor AdamW ste
   no_blocks["cases"] = kept;
   CHECK_THROWS_WITH(fit_dtensor_optimizer({bad("opt-no-blocks.json", no_blocks)}, eager), Catch::Contains("block"));
   CHECK_THROWS_WITH(fit_dtensor_optimizer({kData + "dtensor-bias-2026-11-27.json"}, eager), Catch::Contains("/format"));
+}
+
+TEST_CASE("the DTensor loss cost: loss_parallel beyond the plain cross entropy, forward and backward, at the profile's "
+          "host speed",
+          "[calibration]") {
+  // Recomputed here from one file: per rank, forward (D_f - P_f) and backward
+  // ((D_fb - D_f) - (P_fb - P_f)), x eager / (the rank's median host time per kernel over the
+  // file's transformer blocks); the medians over the ranks.
+  const std::string file = kData + "dtensor-host-2026-11-27/call9-loss-r2.json";
+  const nlohmann::json doc = read_json_file(file);
+  const double eager = 23.7e-6;
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  std::vector<double> fwd, bwd;
+  for (int r = 0; r < 2; ++r) {
+    std::vector<double> rates;
+    std::map<std::string, double> host;
+    for (const auto& c : doc["cases"]) {
+      const std::string name = c["case"].get<std::string>();
+      if (name.rfind("block ", 0) == 0)
+        rates.push_back(c["host_per_call_s_per_rank"][r].get<double>() / c["kernels_per_call_per_rank"][r].get<double>());
+      if (name.rfind("loss ", 0) == 0) host[name] = c["host_per_call_s_per_rank"][r].get<double>();
+    }
+    const double scale = eager / median(rates);
+    fwd.push_back((host["loss dtensor forward"] - host["loss plain forward"]) * scale);
+    bwd.push_back(((host["loss dtensor forward+backward"] - host["loss dtensor forward"]) -
+                   (host["loss plain forward+backward"] - host["loss plain forward"])) * scale);
+    std::printf("rank %d: %.1f us a kernel on that machine; loss_parallel %.0f us forward, %.0f us backward at the "
+                "profile's speed\n", r, median(rates) * 1e6, fwd.back() * 1e6, bwd.back() * 1e6);
+  }
+  const auto fitted = fit_dtensor_loss({file}, eager);
+  std::printf("expected %.1f / %.1f us, fitted %.1f / %.1f us\n", median(fwd) * 1e6, median(bwd) * 1e6,
+              fitted.first * 1e6, fitted.second * 1e6);
+  CHECK(fitted.first == Approx(median(fwd)).epsilon(1e-12));
+  CHECK(fitted.second == Approx(median(bwd)).epsilon(1e-12));
+
+  const auto bad = [&](const std::string& name, const nlohmann::json& d) {
+    const std::string path = (clustersim::test::temp_dir() / name).string();
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(d.dump().c_str(), f);
+    std::fclose(f);
+    return path;
+  };
+  nlohmann::json missing = doc;
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& c : doc["cases"])
+    if (c["case"] != "loss dtensor forward") kept.push_back(c);
+  missing["cases"] = kept;
+  CHECK_THROWS_WITH(fit_dtensor_loss({bad("loss-missing.json", missing)}, eager),
+                    Catch::Contains("/cases") && Catch::Contains("loss dtensor forward"));
+  nlohmann::json bad_fig = doc;
+  for (std::size_t i = 0; i < bad_fig["cases"].size(); ++i)
+    if (bad_fig["cases"][i]["case"] == "loss plain forward") {
+      bad_fig["cases"][i]["host_per_call_s_per_rank"][1] = -1;
+      CHECK_THROWS_WITH(fit_dtensor_loss({bad("loss-bad-figure.json", bad_fig)}, eager),
+                        Catch::Contains("/cases/" + std::to_string(i) + "/host_per_call_s_per_rank") &&
+                            Catch::Contains("rank 1"));
+    }
+  CHECK_THROWS_WITH(fit_dtensor_loss({kData + "host-dispatch-2026-11-26.json"}, eager), Catch::Contains("/cases"));
 }

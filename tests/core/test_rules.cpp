@@ -211,6 +211,16 @@ TEST_CASE("host dispatch: kernels per op, per-kernel cost by framework, hooks pe
   CHECK(with_step.forward + with_step.backward + with_step.optimizer ==
         Approx(400e-6 + 700e-6 + 220e-6 + 19e-6).epsilon(1e-12));
   CHECK(op_host_overhead(colwise, f, h, 1).optimizer == 0);
+  // The cross entropy under loss_parallel: its measured handlers, forward and backward.
+  h.dtensor_loss_forward = 1.7e-3;
+  h.dtensor_loss_backward = 1.0e-3;
+  Op loss;
+  loss.kind = OpKind::memory;
+  loss.loss_parallel = true;
+  CHECK(op_host_overhead(loss, f, h, 2).forward == 1.7e-3);
+  CHECK(op_host_overhead(loss, f, h, 2).backward == 1.0e-3);
+  CHECK(op_host_overhead(loss, f, h, 2).optimizer == 0);
+  CHECK(op_host_overhead(loss, f, h, 1).forward == 0);
   Op megatron = colwise;
   megatron.parallel_style = false;
   CHECK(op_host_overhead(megatron, f, h, 2).backward == 0);

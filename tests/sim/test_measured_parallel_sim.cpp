@@ -51,8 +51,9 @@ TEST_CASE("measured multi-GPU steps: simulated beside estimated", "[accuracy][me
   std::printf("simulated: worst |step-time error| %.1f%% (goal 15%%)\n", 100 * worst);
   // After DTensor's separate projections and per-module host cost: median 2.6%, worst 25.2%
   // (the DTensor GPT runs, under), memory 4.3% (5.3% before); with DTensor biases' host
-  // cost 16.1%, with the optimizer step's DTensor dispatch 15.3%.
+  // cost 16.1%, with the optimizer step's DTensor dispatch 15.3%, with the loss_parallel
+  // cross entropy's handlers 14.4%.
   CHECK(m <= 0.03);
-  CHECK(worst <= 0.16);
+  CHECK(worst <= 0.15);
   CHECK(mm <= 0.045);
 }
