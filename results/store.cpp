@@ -23,6 +23,7 @@
 #include <variant>
 
 #include "results/json_text.hpp"
+#include "results/sqlite_vfs.hpp"
 #include "scenarios/diagnostics.hpp"
 
 namespace clustersim::results {
@@ -181,7 +182,11 @@ using Value = std::variant<std::nullptr_t, std::int64_t, double, std::string, st
 [[noreturn]] void sqlite_failure(sqlite3* db, int rc, const std::string& what) {
   const char* name = db ? sqlite3_db_filename(db, "main") : nullptr;
   const std::string file = name && *name ? name : "results database";
-  const int sys = db ? sqlite3_system_errno(db) : 0;
+  // The errno of the write that failed, recorded by the VFS as it failed; SQLite's own
+  // (the errno when the error reached the connection, after the rollback) otherwise.
+  const int recorded = last_io_errno();
+  clear_io_errno();
+  const int sys = recorded != 0 ? recorded : db ? sqlite3_system_errno(db) : 0;
   const std::string why = sys != 0 ? fmt::format(" ({})", std::strerror(sys)) : std::string();
   switch (rc & 0xff) {
     case SQLITE_FULL:
@@ -240,6 +245,7 @@ class Statement {
   }
   // True while a row is available.
   bool step() {
+    clear_io_errno();
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
@@ -317,6 +323,7 @@ struct Database::Impl {
 
   void exec(const std::string& sql) const {
     char* err = nullptr;
+    clear_io_errno();
     const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
     if (rc != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
@@ -346,6 +353,7 @@ struct Database::Impl {
   void exec_retrying_busy(const std::string& sql) const {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     for (;;) {
+      clear_io_errno();
       const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
       if (rc == SQLITE_OK) return;
       if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > until)
@@ -422,7 +430,8 @@ Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<
     name += "?immutable=1";
     flags |= SQLITE_OPEN_URI;
   }
-  if (sqlite3_open_v2(name.c_str(), &impl_->db, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
+  clear_io_errno();
+  if (sqlite3_open_v2(name.c_str(), &impl_->db, flags | SQLITE_OPEN_FULLMUTEX, errno_recording_vfs()) != SQLITE_OK)
     fail(std::string("cannot open: ") + sqlite3_errmsg(impl_->db));
   sqlite3_busy_timeout(impl_->db, 10000);
   sqlite3_extended_result_codes(impl_->db, 1);
