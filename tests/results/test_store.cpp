@@ -62,6 +62,7 @@ TEST_CASE("a new database gets the current schema, WAL and foreign keys", "[resu
   CHECK(db.version() == clustersim::results::schema_version);
   CHECK(db.query("PRAGMA journal_mode").front()["journal_mode"] == "wal");
   CHECK(db.query("PRAGMA foreign_keys").front()["foreign_keys"] == 1);
+  CHECK(db.query("PRAGMA page_size").front()["page_size"] == 16384);
   CHECK(db.query("PRAGMA application_id").front()["application_id"] == clustersim::results::application_id);
   for (const char* table : {"scenarios", "hardware_profiles", "plans", "sweeps", "simulated_runs", "failed_points",
                             "measured_runs", "calibration_samples", "measured_serving_runs"})
@@ -222,11 +223,14 @@ TEST_CASE("non-SQLite, foreign, corrupt and newer databases are refused and left
       db.commit();
       db.query("PRAGMA wal_checkpoint(TRUNCATE)");
     }
-    REQUIRE(fs::file_size(file) > 8192);
+    // The page size, from the header (big-endian at offset 16).
+    const std::string header = bytes_of(file).substr(0, 100);
+    const std::size_t page = (static_cast<unsigned char>(header[16]) << 8) | static_cast<unsigned char>(header[17]);
+    REQUIRE(fs::file_size(file) > 2 * page);
     {
       // Scribble over the second page (a b-tree page) and keep the header intact.
       std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-      f.seekp(4096 + 8);
+      f.seekp(static_cast<std::streamoff>(page + 8));
       const std::string junk(3000, '\x5a');
       f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
     }
@@ -340,13 +344,13 @@ TEST_CASE("a failed write names its errno whichever statement hits it", "[result
     db.begin();
     db.query(kInsertBatch);
     db.commit();
-    db.query("PRAGMA wal_checkpoint(TRUNCATE)");  // the file now holds about 1.6 MB, the WAL is empty again
+    db.checkpoint();  // the file now holds about 1.6 MB, the WAL is empty again
     const FileSizeLimit limit(static_cast<rlim_t>(fs::file_size(db_file)) + (1 << 20));
     db.begin();
     db.query(kInsertBatch);  // 1.6 MB of WAL, under the limit; the file grows by as much
     try {
       db.commit();
-      db.query("PRAGMA wal_checkpoint(TRUNCATE)");
+      db.checkpoint();
       FAIL("the checkpoint past the file-size limit succeeded");
     } catch (const clustersim::InputError& e) {
       INFO(e.what());
