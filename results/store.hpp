@@ -157,6 +157,10 @@ class Database {
   void commit();
   // Never throws: a no-op when SQLite has already ended the transaction (a full disk).
   void rollback();
+  // Copies the write-ahead log into the database file and truncates the log, without
+  // waiting: where another connection is reading or writing, copies what it can and
+  // leaves the rest to the next checkpoint (the next writer's, or the last close's).
+  void checkpoint();
 
   std::int64_t put_scenario(const nlohmann::json& canonical);  // idempotent, returns id
   std::int64_t put_scenario(const nlohmann::json& canonical, const std::string& hash, const std::string& dump);

@@ -88,7 +88,7 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& options) {
       writer.maybe_commit();
       report(elapsed(), false);
     }
-    writer.commit();
+    writer.finish();
   } catch (...) {
     abort.store(true);
     for (auto& w : workers) w.join();

@@ -212,6 +212,11 @@ void SweepWriter::commit() {
   last_commit_ = std::chrono::steady_clock::now();
 }
 
+void SweepWriter::finish() {
+  commit();
+  db_.checkpoint();
+}
+
 void SweepWriter::rollback() noexcept {
   if (!in_tx_) return;
   in_tx_ = false;
@@ -225,6 +230,16 @@ void SweepWriter::rollback() noexcept {
 void tune_for_sweep(results::Database& db) {
   // 64 MiB: a batch of 2,000 points is about 6 MB of new pages plus the indexes.
   db.query("PRAGMA cache_size = -65536");
+  // A checkpoint every 64 MiB of WAL instead of SQLite's 1,000 pages (4-16 MiB): each
+  // checkpoint syncs and rewrites the pages the recent commits touched, the indexes'
+  // pages again and again, so fewer of them write fewer bytes. The WAL of a killed
+  // sweep is at most this (plus a batch) and the next connection checkpoints it;
+  // journal_size_limit truncates a WAL left larger when it is reused.
+  constexpr std::int64_t wal_bytes = 64 << 20;
+  const auto page = db.query("PRAGMA page_size");
+  const std::int64_t page_size = page.empty() ? 4096 : page.front().begin()->get<std::int64_t>();
+  db.query("PRAGMA wal_autocheckpoint = " + std::to_string(wal_bytes / page_size));
+  db.query("PRAGMA journal_size_limit = " + std::to_string(wal_bytes));
 }
 
 namespace {

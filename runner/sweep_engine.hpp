@@ -89,6 +89,8 @@ class SweepWriter {
   // Commits when the batch is large or old enough.
   void maybe_commit();
   void commit();
+  // The last commit, then a checkpoint: the sweep leaves no large write-ahead log.
+  void finish();
   // Rolls back the open transaction, if any (the writer failed).
   void rollback() noexcept;
 
@@ -104,7 +106,8 @@ class SweepWriter {
 };
 
 // Prepares the database for a long write-heavy run: a larger page cache so that a
-// batch is written once at commit instead of spilled page by page.
+// batch is written once at commit instead of spilled page by page, and fewer, larger
+// WAL checkpoints.
 void tune_for_sweep(results::Database& db);
 
 // Outcomes as bytes (MPI messages): fixed-size integers in the machine's order (the

@@ -168,7 +168,7 @@ class WriterThread {
         writer_.maybe_commit();
         report_(false);
       }
-      writer_.commit();
+      writer_.finish();
     } catch (...) {
       writer_.rollback();
       error_ = std::current_exception();

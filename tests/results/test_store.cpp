@@ -2,10 +2,13 @@
 // runs, and the refusal to touch files that are not (or not yet) ours.
 #include "test_temp.hpp"
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
+
+#include <sys/resource.h>
 
 #include "results/store.hpp"
 #include "scenarios/diagnostics.hpp"
@@ -59,6 +62,7 @@ TEST_CASE("a new database gets the current schema, WAL and foreign keys", "[resu
   CHECK(db.version() == clustersim::results::schema_version);
   CHECK(db.query("PRAGMA journal_mode").front()["journal_mode"] == "wal");
   CHECK(db.query("PRAGMA foreign_keys").front()["foreign_keys"] == 1);
+  CHECK(db.query("PRAGMA page_size").front()["page_size"] == 16384);
   CHECK(db.query("PRAGMA application_id").front()["application_id"] == clustersim::results::application_id);
   for (const char* table : {"scenarios", "hardware_profiles", "plans", "sweeps", "simulated_runs", "failed_points",
                             "measured_runs", "calibration_samples", "measured_serving_runs"})
@@ -219,11 +223,14 @@ TEST_CASE("non-SQLite, foreign, corrupt and newer databases are refused and left
       db.commit();
       db.query("PRAGMA wal_checkpoint(TRUNCATE)");
     }
-    REQUIRE(fs::file_size(file) > 8192);
+    // The page size, from the header (big-endian at offset 16).
+    const std::string header = bytes_of(file).substr(0, 100);
+    const std::size_t page = (static_cast<unsigned char>(header[16]) << 8) | static_cast<unsigned char>(header[17]);
+    REQUIRE(fs::file_size(file) > 2 * page);
     {
       // Scribble over the second page (a b-tree page) and keep the header intact.
       std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-      f.seekp(4096 + 8);
+      f.seekp(static_cast<std::streamoff>(page + 8));
       const std::string junk(3000, '\x5a');
       f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
     }
@@ -280,4 +287,74 @@ TEST_CASE("a reader sees committed runs while a writer inserts", "[results]") {
   INFO("reads while writing: " << reads);
   CHECK(reader.count("simulated_runs") == batches * per_batch);
   CHECK(reader.integrity_check() == "ok");
+}
+
+namespace {
+// A file-size limit for this process (SIGXFSZ ignored, so a write past it fails with
+// EFBIG), lifted again at the end of the scope.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit lim = old_;
+    lim.rlim_cur = bytes;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
+// 100 rows of 16,000 bytes: about 1.6 MB of pages.
+const char* const kInsertBatch =
+    "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 100) "
+    "INSERT INTO filler SELECT zeroblob(16000) FROM c";
+}  // namespace
+
+TEST_CASE("a failed write names its errno whichever statement hits it", "[results]") {
+  // SQLite's own sqlite3_system_errno() is set only where an error passes through
+  // sqlite3Error(): a COMMIT that fails appending to the WAL does not, and it was 0
+  // ("disk I/O error" alone). The store's VFS records the errno of the failed write.
+  const fs::path db_file = fresh("efbig.db");
+  Database db(db_file.string(), Database::Mode::read_write);
+  db.query("CREATE TABLE filler(x BLOB)");
+  db.query("PRAGMA wal_autocheckpoint = 0");  // checkpoints only when asked
+  db.query("PRAGMA cache_size = -65536");      // a transaction's pages reach the WAL at its commit
+
+  SECTION("the WAL append of a COMMIT") {
+    const FileSizeLimit limit(1 << 20);
+    db.begin();
+    db.query(kInsertBatch);  // kept in the page cache until the commit
+    try {
+      db.commit();
+      FAIL("the commit past the file-size limit succeeded");
+    } catch (const clustersim::InputError& e) {
+      INFO(e.what());
+      CHECK_THAT(e.what(), Catch::Contains("I/O error on the database (File too large)") &&
+                               Catch::Contains("COMMIT") && Catch::Contains("what was committed before is kept"));
+    }
+    db.rollback();
+  }
+  SECTION("a checkpoint growing the database file") {
+    db.begin();
+    db.query(kInsertBatch);
+    db.commit();
+    db.checkpoint();  // the file now holds about 1.6 MB, the WAL is empty again
+    const FileSizeLimit limit(static_cast<rlim_t>(fs::file_size(db_file)) + (1 << 20));
+    db.begin();
+    db.query(kInsertBatch);  // 1.6 MB of WAL, under the limit; the file grows by as much
+    try {
+      db.commit();
+      db.checkpoint();
+      FAIL("the checkpoint past the file-size limit succeeded");
+    } catch (const clustersim::InputError& e) {
+      INFO(e.what());
+      CHECK_THAT(e.what(), Catch::Contains("I/O error on the database (File too large)"));
+    }
+  }
 }

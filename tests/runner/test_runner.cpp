@@ -73,6 +73,24 @@ TEST_CASE("run_sweep stores every point, reports progress through its callback, 
   fs::remove(db);
 }
 
+TEST_CASE("a sweep ends with its write-ahead log checkpointed and truncated, another connection open",
+          "[runner][sweep]") {
+  // The sweep checkpoints every 64 MiB of WAL; closing the last connection would
+  // checkpoint the rest, but with another connection open (a reader, another sweep) the
+  // log would stay behind, up to 64 MiB, for every reader to search.
+  const auto db = fresh_db("checkpointed.db");
+  results::Database other(db.string(), results::Database::Mode::read_write);
+  runner::SweepOptions o;
+  o.db_file = db.string();
+  o.jobs = 1;
+  REQUIRE(runner::run_sweep(zero_sweep(), o).stored == 4);
+  const fs::path wal = db.string() + "-wal";
+  REQUIRE(fs::exists(wal));  // kept open by `other`
+  INFO("WAL left after the sweep: " << fs::file_size(wal) << " bytes, expected 0");
+  CHECK(fs::file_size(wal) == 0);
+  CHECK(other.count("simulated_runs") == 4);
+}
+
 TEST_CASE("a resume whose stored points no longer derive to their keys checks every point by its key",
           "[runner][sweep]") {
   // What a change of the model's defaults since the first run looks like: the stored
