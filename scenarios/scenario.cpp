@@ -478,6 +478,13 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     if (!mixed_precision(t.precision) || t.precision == Precision::mixed_fp8)
       diag.error("/training/precision", fmt::format("{} trains with mixed-fp16 or mixed-bf16, got {}", to_string(f.name),
                                                     to_string(t.precision)));
+    // DeepSpeed's PipelineEngine runs one schedule, TrainSchedule (pipe/schedule.py): 1F1B
+    // over whole stages.
+    if (f.name == Framework::megatron_deepspeed && p.pp > 1 &&
+        (p.schedule != Schedule::one_f_one_b || p.virtual_stages != 1))
+      diag.error("/plan/schedule", fmt::format("megatron-deepspeed pipelines run DeepSpeed's TrainSchedule: schedule 1f1b "
+                                               "with virtual_stages 1 (got {}, virtual_stages {})",
+                                               to_string(p.schedule), p.virtual_stages));
     if (f.name == Framework::megatron_2019 && (p.pp > 1 || p.zero != 0 || p.sequence_parallel))
       diag.error("/plan", fmt::format("megatron-2019 has tensor and data parallelism only: pp 1, zero 0, no sequence "
                                       "parallelism (got pp {}, zero {})", p.pp, p.zero));

@@ -370,6 +370,18 @@ TEST_CASE("historical Megatron frameworks: what their code could run, and Megatr
   Diagnostics again("canon");
   CHECK(to_json(parse_scenario(to_json(s), again)).dump() == to_json(s).dump());
   CHECK(again.ok());
+  // DeepSpeed's pipeline engine has one schedule, TrainSchedule: 1F1B over whole stages.
+  doc["plan"]["dp"] = 4;
+  doc["plan"]["pp"] = 2;
+  doc["plan"]["sequence_parallel"] = false;
+  CHECK(problems_of(doc).empty());
+  doc["plan"]["virtual_stages"] = 2;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/schedule", "megatron-deepspeed pipelines run DeepSpeed's TrainSchedule: schedule 1f1b with virtual_stages 1 (got 1f1b, virtual_stages 2)"));
+  doc["plan"]["virtual_stages"] = 1;
+  doc["plan"]["schedule"] = "gpipe";
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/schedule", "(got gpipe, virtual_stages 1)"));
 
   doc = base_doc();
   doc["training"]["precision"] = "amp-bf16";
