@@ -636,13 +636,16 @@ struct Replay::Impl {
         send_item(w);
         send_item(b);
       } else if (blocking(g)) {
-        // DeepSpeed's TrainSchedule: a forward's activation leaves after the gradient of
-        // the backward that follows has come in (RecvGrad before SendActivation).
+        // DeepSpeed's TrainSchedule: stage s runs forward j at step 2j + s and backward k
+        // at step 2k + 2p - s - 1, each step's receive before the previous step's send; so
+        // from j >= p - s - 1 on, forward j's activation leaves after the gradient of the
+        // backward that follows (k = j + s + 1 - p) has come in (RecvGrad, SendActivation).
         const i64 gathers = post_item_gathers(w);
         if (!received_ahead) receive_item(w);
         received_ahead = false;
         compute_item(w, 0, gathers);
-        if (w.forward && i + 1 < order.size() && !order[i + 1].forward && !order[i + 1].weight) {
+        if (w.forward && w.micro_batch >= p - g.stage - 1 && i + 1 < order.size() && !order[i + 1].forward &&
+            !order[i + 1].weight) {
           receive_item(order[i + 1]);
           received_ahead = true;
         }
