@@ -12,7 +12,8 @@
 // they remain 7-29% optimistic, and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
 // Ampere: BLOOM and MT-NLG run megatron-deepspeed (fp32 gradient accumulation per
 // micro-batch; BF16_Optimizer's fp32 all-reduce after the flush; PipelineEngine's four
-// blocking transfers and re-gather per micro-batch) and remain 20-32% optimistic;
+// blocking transfers and re-gather per micro-batch; BLOOM's ALiBi bias) and remain 19-32%
+// optimistic;
 // OPT-175B (metaseq FSDP) 11%. Blackwell: the GB200 405B row runs its recipe's
 // activation offload (95 layers) on one NIC per GPU (+12%). DeepSeek-V3 on
 // 2,048 H800s is about 5% optimistic with DualPipe (33% pessimistic under 1F1B, which left
@@ -75,8 +76,8 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   // timed near boost clock, as in training steps) the A100's transferred GEMMs got faster
   // and the Megatron-DeepSpeed rows moved back up 4-5 points (26.4%; 25.2% with DeepSpeed's
   // gradient all-reduce after the flush; 24.1% with its pipeline engine's blocking
-  // transfers and re-gather): open, issue 13.
-  CHECK(mae["ampere"] <= 0.26);
+  // transfers and re-gather; 23.9% with BLOOM's ALiBi bias): open, issue 13.
+  CHECK(mae["ampere"] <= 0.25);
   CHECK(mae["hopper"] <= 0.12);
   // Blackwell 8.6% (12.8% before the GB200 405B row ran its recipe's offload and network).
   CHECK(mae["blackwell"] <= 0.10);
