@@ -257,6 +257,16 @@ void attention_core(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, con
     Op scores = matmul("attn-scores", d.B * d.A, d.S, d.S, t.dqk, false, Split::heads, 0, 0);
     scores.core_attention = true;
     ops.push_back(scores);
+    if (m.alibi) {
+      // torch.baddbmm(alibi, q, k^T, beta=1) (bigscience Megatron-DeepSpeed,
+      // megatron/model/transformer.py): the [b*h, 1, s] bias is expanded and copied into
+      // the [b*h, s, s] result (one write of the scores), which the GEMM then reads as C
+      // (one read). The bias has no gradient: nothing backward.
+      Op bias = memory_op("alibi-bias", Split::heads, 2 * probs * d.e, 0, 0);
+      bias.backward_kernels = 0;
+      bias.core_attention = true;
+      ops.push_back(bias);
+    }
     if (d.score_mask) {
       // megatron-2019 (mpu/transformer.py at a0368ddf): scores / sqrt(d), then
       // scores * mask - 10000 (1 - mask): three passes forward; backward the division's

@@ -77,7 +77,7 @@ constexpr std::int64_t kMaxBatch = std::int64_t{1} << 32;
 void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   ObjectReader r(j, "/model", diag,
                  {"family", "hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
-                  "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor",
+                  "alibi", "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor",
                   "expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
                   "mtp_modules", "depth", "channels", "width", "image_size", "classes", "bottleneck"});
   if (!r.valid()) return;
@@ -86,7 +86,7 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
   m.family = *family;
 
   if (m.family == ModelFamily::wresnet) {
-    for (auto key : {"hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention",
+    for (auto key : {"hidden", "layers", "heads", "kv_heads", "seq_len", "vocab", "ffn_hidden", "attention", "alibi",
                      "dropout", "tie_embeddings", "experts", "top_k", "moe_every", "capacity_factor",
                      "expert_ffn_hidden", "shared_experts", "first_dense_layers", "max_nodes_per_token", "mla",
                      "mtp_modules"})
@@ -119,6 +119,10 @@ void parse_model(const nlohmann::json& j, ModelSpec& m, Diagnostics& diag) {
           : 4 * m.hidden;
   m.ffn_hidden = r.integer("ffn_hidden", 1, kMaxDim, false).value_or(default_ffn);
   m.attention = read_enum(r, "attention", attention_names, false).value_or(AttentionImpl::flash);
+  m.alibi = r.boolean("alibi", false).value_or(false);
+  if (m.alibi && llama_like)
+    diag.error(r.path("alibi"), fmt::format("the {} family uses rotary position embeddings; alibi is for gpt and moe",
+                                            enum_name(family_names, m.family)));
   m.dropout = r.number("dropout", 0.0, 0.999, false).value_or(0.0);
   m.tie_embeddings = r.boolean("tie_embeddings", false).value_or(m.family == ModelFamily::gpt);
 
@@ -478,6 +482,13 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
     if (!mixed_precision(t.precision) || t.precision == Precision::mixed_fp8)
       diag.error("/training/precision", fmt::format("{} trains with mixed-fp16 or mixed-bf16, got {}", to_string(f.name),
                                                     to_string(t.precision)));
+    // DeepSpeed's PipelineEngine runs one schedule, TrainSchedule (pipe/schedule.py): 1F1B
+    // over whole stages.
+    if (f.name == Framework::megatron_deepspeed && p.pp > 1 &&
+        (p.schedule != Schedule::one_f_one_b || p.virtual_stages != 1))
+      diag.error("/plan/schedule", fmt::format("megatron-deepspeed pipelines run DeepSpeed's TrainSchedule: schedule 1f1b "
+                                               "with virtual_stages 1 (got {}, virtual_stages {})",
+                                               to_string(p.schedule), p.virtual_stages));
     if (f.name == Framework::megatron_2019 && (p.pp > 1 || p.zero != 0 || p.sequence_parallel))
       diag.error("/plan", fmt::format("megatron-2019 has tensor and data parallelism only: pp 1, zero 0, no sequence "
                                       "parallelism (got pp {}, zero {})", p.pp, p.zero));
@@ -739,6 +750,8 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
     // Only when not the default, so that earlier scenarios keep their hashes.
     if (m.bottleneck != BottleneckStyle::torchvision) w.member("bottleneck", enum_name(bottleneck_names, m.bottleneck));
   } else {
+    // Only when set, so that earlier scenarios keep their hashes.
+    if (m.alibi) w.member("alibi", true);
     w.member("attention", to_string(m.attention));
     w.member("dropout", m.dropout);
     w.member("ffn_hidden", m.ffn_hidden);

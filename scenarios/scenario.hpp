@@ -77,6 +77,10 @@ struct ModelSpec {
   // Transformers (gpt, llama, moe).
   std::int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, seq_len = 0, vocab = 0, ffn_hidden = 0;
   AttentionImpl attention = AttentionImpl::flash;
+  // ALiBi (BLOOM, bigscience Megatron-DeepSpeed --position-embedding-type alibi): the
+  // attention scores start from a per-head linear bias, which standard attention adds by
+  // torch.baddbmm(alibi, q, k^T, beta=1) (gpt and moe families only).
+  bool alibi = false;
   double dropout = 0.0;
   bool tie_embeddings = true;
   // MoE: every `moe_every`-th layer (the 2nd, 4th... for 2) has `experts` experts, top-k routing.

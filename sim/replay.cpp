@@ -44,6 +44,9 @@ struct Replay::Impl {
     i64 stage = 0, replica = 0;
     std::vector<i64> ranks;                    // its GPUs: cp x tp (context-parallel rank major)
     std::set<std::tuple<int, i64, i64>> arrived;  // (backward?, chunk, micro-batch) received
+    // Blocking sends (rules.hpp PipelineSend::blocking): offered to this group and waiting
+    // for its receive; this group's own sends its receiver has completed.
+    std::set<std::tuple<int, i64, i64>> offered, delivered;
     sg4::MutexPtr mu = sg4::Mutex::create();
     sg4::ConditionVariablePtr cv = sg4::ConditionVariable::create();
     struct Job {
@@ -363,6 +366,7 @@ struct Replay::Impl {
   }
 
   void send(Group& g, bool forward, i64 chunk, i64 mb) {
+    if (blocking(g)) return send_blocking(g, forward, mb);
     const i64 p = plan.pp;
     const i64 vs = chunk * p + g.stage + (forward ? 1 : -1);
     i64 to_stage = vs % p, to_chunk = vs / p;
@@ -386,8 +390,59 @@ struct Replay::Impl {
     dst.cv->notify_all();
   }
 
-  void receive(Group& g, bool forward, i64 chunk, i64 mb) {
+  // DeepSpeed's blocking dist.send / dist.recv (pipe/p2p.py): the transfer starts when
+  // both sides have reached it and holds both streams until it ends. The sender offers
+  // and waits; the receiver, once offered, moves the bytes and releases it. (Only under
+  // 1F1B without interleaving, DeepSpeed's TrainSchedule, whose order compute_stream
+  // follows: no two neighbours offer to each other at once.)
+  bool blocking(const Group& g) const {
+    return plan.stages[static_cast<std::size_t>(g.stage)].chunks.front().send.blocking;
+  }
+  void send_blocking(Group& g, bool forward, i64 mb) {
+    const i64 to_stage = g.stage + (forward ? 1 : -1);
+    const std::tuple<int, i64, i64> key{forward ? 0 : 1, 0, mb};
+    const double t0 = now();
+    Group& dst = group(to_stage, g.replica);
     {
+      std::unique_lock lock(*dst.mu);
+      dst.offered.insert(key);
+      dst.cv->notify_all();
+    }
+    {
+      std::unique_lock lock(*g.mu);
+      while (!g.delivered.count(key)) g.cv->wait(lock);
+      g.delivered.erase(key);
+    }
+    g.st.pp_comm += now() - t0;
+    if (trace) slice(g, Stream::pp_comm, fmt::format("{} mb{} to stage {}", forward ? "act" : "grad", mb, to_stage), t0, now());
+  }
+  void receive_blocking(Group& g, bool forward, i64 mb) {
+    const std::tuple<int, i64, i64> key{forward ? 0 : 1, 0, mb};
+    {
+      std::unique_lock lock(*g.mu);
+      while (!g.offered.count(key)) g.cv->wait(lock);
+      g.offered.erase(key);
+    }
+    const i64 from_stage = g.stage + (forward ? -1 : 1);
+    const double t0 = now();
+    CollectiveCall call{Collective::send_recv, plan.stages[static_cast<std::size_t>(from_stage)].chunks.front().send.per_rank, {},
+                        trace ? fmt::format("{} mb{} from stage {}", forward ? "act" : "grad", mb, from_stage) : std::string()};
+    for (i64 c = 0; c < plan.cp; ++c)
+      for (i64 t = 0; t < plan.tp; ++t)
+        call.groups.push_back({rank(from_stage, g.replica, c, t), g.ranks[static_cast<std::size_t>(c * plan.tp + t)]});
+    run_collective(net, plan.collectives, call);
+    g.st.pp_comm += now() - t0;
+    slice(g, Stream::pp_comm, call.label, t0, now());
+    Group& src = group(from_stage, g.replica);
+    std::unique_lock lock(*src.mu);
+    src.delivered.insert(key);
+    src.cv->notify_all();
+  }
+
+  void receive(Group& g, bool forward, i64 chunk, i64 mb) {
+    if (blocking(g)) {
+      receive_blocking(g, forward, mb);
+    } else {
       std::unique_lock lock(*g.mu);
       const std::tuple<int, i64, i64> key{forward ? 0 : 1, chunk, mb};
       while (!g.arrived.count(key)) g.cv->wait(lock);
@@ -552,6 +607,14 @@ struct Replay::Impl {
           alive += double(in_flight[static_cast<std::size_t>(c)]) * prog.chunks[static_cast<std::size_t>(c)].saved;
         g.st.peak_activations = std::max(g.st.peak_activations, alive);
       } else {
+        // DeepSpeed kept only its slice of the output it sent: gathered again first.
+        if (chunk.send.regather_output > 0 && has_next(g.stage, w.chunk)) {
+          const double t0 = now();
+          const std::string label = trace ? fmt::format("regather act mb{}", w.micro_batch) : std::string();
+          run_collective(net, plan.collectives, {Collective::all_gather, chunk.send.regather_output, tp_groups(g), label});
+          g.st.pp_comm += now() - t0;
+          slice(g, Stream::pp_comm, label, t0, now());
+        }
         run_pass(g, chunk.backward, w.micro_batch, gathers, on_gradients(w), lane);
         // DualPipe's backward chunks compute their weight gradients at once unless deferred.
         if (dual() && !w.defer_weight) run_pass(g, chunk.weight_grad, w.micro_batch, -1, on_gradients(w), lane);
@@ -559,6 +622,7 @@ struct Replay::Impl {
       }
     };
     const std::vector<WorkItem> order = schedule_order(plan.schedule, p, v, m, g.stage, plan.microbatch_group);
+    bool received_ahead = false;  // blocking sends: the next item's input is in
     for (std::size_t i = 0; i < order.size(); ++i) {
       const WorkItem& w = order[i];
       if (w.overlap_next && i + 1 < order.size()) {
@@ -571,6 +635,21 @@ struct Replay::Impl {
         pair->join();
         send_item(w);
         send_item(b);
+      } else if (blocking(g)) {
+        // DeepSpeed's TrainSchedule: stage s runs forward j at step 2j + s and backward k
+        // at step 2k + 2p - s - 1, each step's receive before the previous step's send; so
+        // from j >= p - s - 1 on, forward j's activation leaves after the gradient of the
+        // backward that follows (k = j + s + 1 - p) has come in (RecvGrad, SendActivation).
+        const i64 gathers = post_item_gathers(w);
+        if (!received_ahead) receive_item(w);
+        received_ahead = false;
+        compute_item(w, 0, gathers);
+        if (w.forward && w.micro_batch >= p - g.stage - 1 && i + 1 < order.size() && !order[i + 1].forward &&
+            !order[i + 1].weight) {
+          receive_item(order[i + 1]);
+          received_ahead = true;
+        }
+        send_item(w);
       } else {
         const i64 gathers = post_item_gathers(w);
         receive_item(w);

@@ -246,7 +246,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
           }
         }
       chunk.send = pipeline_send(g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes / double(plan.cp),
-                                 plan.tp, r.sequence_parallel);
+                                 plan.tp, r.sequence_parallel, s.training.framework.name);
       sp.chunks.push_back(std::move(chunk));
     }
     const StagePrediction& se = e.stages[static_cast<std::size_t>(st)];

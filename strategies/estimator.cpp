@@ -168,12 +168,14 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   // Pipeline sends of the activation forward and its gradient backward, per model chunk.
   Seconds p2p = 0;
   if (p > 1) {
-    const PipelineSend send = pipeline_send(
-        g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes / double(std::max<i64>(1, plan.cp)), t, sp);
+    const PipelineSend send =
+        pipeline_send(g.blocks[static_cast<std::size_t>(g.layers.front())].output_bytes / double(std::max<i64>(1, plan.cp)),
+                      t, sp, training_.framework.name);
     const Group pair{2, groups.pp_cross_node ? 1 : 2};
-    Seconds one = collective_time(cluster_, Collective::send_recv, send.per_rank, pair, 1.0);
-    if (send.gather_after > 0) one += collective_time(cluster_, Collective::all_gather, send.gather_after, groups.tp, 1.0);
-    p2p = double(pipeline_sends_per_micro_batch(chunks)) * one;
+    const Seconds transfer = collective_time(cluster_, Collective::send_recv, send.per_rank, pair, 1.0);
+    const Bytes gathered = std::max(send.gather_after, send.regather_output);
+    const Seconds gather = gathered > 0 ? collective_time(cluster_, Collective::all_gather, gathered, groups.tp, 1.0) : 0.0;
+    p2p = pipeline_comm_per_micro_batch(send, transfer, gather, chunks);
   }
 
   Prediction e;

@@ -257,11 +257,20 @@ double micro_batches_in_flight(Schedule schedule, i64 p, i64 v, i64 m, i64 s, i6
   return 1;
 }
 
-PipelineSend pipeline_send(Bytes activation, i64 tp, bool sequence_parallel) {
+PipelineSend pipeline_send(Bytes activation, i64 tp, bool sequence_parallel, Framework framework) {
   PipelineSend s;
   s.per_rank = activation / double(std::max<i64>(1, tp));
   if (tp > 1 && !sequence_parallel) s.gather_after = activation;
+  if (framework == Framework::megatron_deepspeed) {
+    s.blocking = true;
+    if (tp > 1) s.regather_output = activation;
+  }
   return s;
+}
+
+Seconds pipeline_comm_per_micro_batch(const PipelineSend& send, Seconds transfer, Seconds gather, i64 v) {
+  const double gathers = (send.gather_after > 0 ? 2.0 : 0.0) + (send.regather_output > 0 ? 1.0 : 0.0);
+  return double(std::max<i64>(1, v)) * (double(send.transfers()) * transfer + gathers * gather);
 }
 
 Bytes tied_embedding_sync_bytes(double tied_params, i64 tp, i64 pp, const PrecisionRules& r) {
@@ -269,7 +278,6 @@ Bytes tied_embedding_sync_bytes(double tied_params, i64 tp, i64 pp, const Precis
   return tied_params / double(std::max<i64>(1, tp)) * r.grad_comm_bytes;
 }
 
-i64 pipeline_sends_per_micro_batch(i64 v) { return 2 * v; }
 
 Seconds pipeline_makespan(Seconds sum, Seconds slowest, i64 m, i64 v) {
   return double(m) * slowest + (sum - slowest) / double(std::max<i64>(1, v));

@@ -261,17 +261,36 @@ std::int64_t microbatch_group(std::int64_t p, std::int64_t group);
 // backward, its gradient). With tp > 1 Megatron sends 1/tp per tensor-parallel rank over
 // its own path and all-gathers the whole activation over NVLink on arrival
 // (scatter-gather), unless sequence parallelism already keeps it sharded.
+// DeepSpeed's PipelineEngine (megatron-deepspeed) partitions the same way with tp > 1
+// (deepspeed/runtime/pipe/engine.py: is_pipe_partitioned and is_grad_partitioned are on
+// whenever the model is tensor-parallel, since 2021; PartitionedTensor over the
+// slice-parallel group, full() an all-gather), and it keeps only its slice of each forward
+// output it sent: _exec_backward_pass all-gathers that output again before the
+// micro-batch's backward (part_output.full()). Its transfers are not paired either: where
+// Megatron exchanges a send and the opposite receive in one batch_isend_irecv (two
+// exchanges per micro-batch), TrainSchedule (pipe/schedule.py) issues SendGrad,
+// RecvActivation, RecvGrad and SendActivation as four blocking dist.send / dist.recv
+// (pipe/p2p.py), each holding the stage's stream for a whole transfer.
 struct PipelineSend {
-  Bytes per_rank = 0;       // bytes each tensor-parallel rank sends
-  Bytes gather_after = 0;   // all-gather on arrival over the tp group (bytes per rank)
+  Bytes per_rank = 0;        // bytes each tensor-parallel rank sends
+  Bytes gather_after = 0;    // all-gather on arrival over the tp group (bytes per rank)
+  Bytes regather_output = 0; // all-gather of the sent output before its backward (DeepSpeed)
+  // Each transfer a blocking send met by a blocking receive (DeepSpeed), not paired with
+  // the opposite one.
+  bool blocking = false;
+  // Transfers holding a stage's stream per micro-batch and chunk.
+  std::int64_t transfers() const { return blocking ? 4 : 2; }
 };
-PipelineSend pipeline_send(Bytes activation, std::int64_t tp, bool sequence_parallel);
+PipelineSend pipeline_send(Bytes activation, std::int64_t tp, bool sequence_parallel,
+                           Framework framework = Framework::megatron);
+// A stage's pipeline communication per micro-batch over v model chunks, from the time of
+// one transfer of per_rank bytes and of one all-gather of the activation over the tp
+// group: per chunk `transfers` transfers, the gathers on arrival of the activation
+// (forward) and of its gradient (backward), and DeepSpeed's re-gather.
+Seconds pipeline_comm_per_micro_batch(const PipelineSend& send, Seconds transfer, Seconds gather, std::int64_t v);
 // Tied embeddings split over pipeline stages: the first and last stage all-reduce the
 // shared weight's gradient each iteration (bytes per rank; 0 when they coincide).
 Bytes tied_embedding_sync_bytes(double tied_params, std::int64_t tp, std::int64_t pp, const PrecisionRules& r);
-// Sends on the critical path per micro-batch and stage: the activation forward and its
-// gradient backward, for each of the v model chunks.
-std::int64_t pipeline_sends_per_micro_batch(std::int64_t v);
 
 // Makespan of the pipelined micro-batches from each stage's time per micro-batch:
 // filling and draining cost the sum of the other stages once (1/v of it with v

@@ -17,13 +17,15 @@ using i64 = std::int64_t;
 
 // Pipeline sends of one micro-batch through a stage of dp x tp = mesh0 x mesh1 GPUs:
 // the activation of one data-parallel replica, forward and its gradient backward, with
-// Megatron's scatter-gather over the tp group; across nodes when the stage fills hosts.
-Seconds stage_p2p(const ClusterModel& c, const PlanStage& st, Bytes activation) {
-  const PipelineSend send = pipeline_send(activation / double(st.mesh0), st.mesh1, false);
+// the framework's scatter-gather over the tp group; across nodes when the stage fills hosts.
+Seconds stage_p2p(const ClusterModel& c, const PlanStage& st, Bytes activation, Framework framework) {
+  const PipelineSend send = pipeline_send(activation / double(st.mesh0), st.mesh1, false, framework);
   const bool cross_node = st.submesh.devices() >= c.gpus_per_node;
-  Seconds one = collective_time(c, Collective::send_recv, send.per_rank, Group{2, cross_node ? 1 : 2}, 1.0);
-  if (send.gather_after > 0) one += collective_time(c, Collective::all_gather, send.gather_after, Group{st.mesh1, st.mesh1}, 1.0);
-  return double(pipeline_sends_per_micro_batch(1)) * one;
+  const Seconds transfer = collective_time(c, Collective::send_recv, send.per_rank, Group{2, cross_node ? 1 : 2}, 1.0);
+  const Bytes gathered = std::max(send.gather_after, send.regather_output);
+  const Seconds gather =
+      gathered > 0 ? collective_time(c, Collective::all_gather, gathered, Group{st.mesh1, st.mesh1}, 1.0) : 0.0;
+  return pipeline_comm_per_micro_batch(send, transfer, gather, 1);
 }
 }  // namespace
 
@@ -53,7 +55,7 @@ Prediction predict_plan(const Scenario& s, const SearchPlan& plan) {
     sp.tp_comm = st.costs.comm;
     sp.ep_comm = st.costs.ep_comm;
     sp.zero3_gather = st.costs.zero3_gather;
-    if (plan.stages.size() > 1) sp.p2p = stage_p2p(c, st, activation);
+    if (plan.stages.size() > 1) sp.p2p = stage_p2p(c, st, activation, s.training.framework.name);
     sp.dp_exposed = st.costs.dp_sync;
     sp.optimizer = st.costs.optimizer;
     sp.params_per_gpu = st.params;

@@ -316,6 +316,30 @@ TEST_CASE("megatron-deepspeed: each micro-batch's gradients are accumulated in o
   for (const Block& b : fused.blocks) CHECK(bytes_of(b, "grad-accumulation", false) == -1);
 }
 
+TEST_CASE("ALiBi under standard attention: the bias copied into the scores and read back by the GEMM", "[graph]") {
+  // BLOOM's baddbmm(alibi, q, k^T, beta=1): per layer and micro-batch b, one write and one
+  // read of the b x a x s x s scores in 16 bits forward, nothing backward.
+  ModelSpec m = gpt(2048, 2, 16, 2048, 51200);
+  m.attention = AttentionImpl::standard;
+  m.alibi = true;
+  const std::int64_t b = 2;
+  const ModelGraph g = build_model_graph(m, b, graph_style(Precision::mixed_bf16));
+  const Block& layer = g.blocks[static_cast<std::size_t>(g.layers[0])];
+  const double expected = 2.0 * double(b) * 16 * 2048.0 * 2048.0 * 2;
+  std::printf("alibi bias bytes per layer: expected 2 b a s^2 e = %.6g, graph %.6g\n", expected,
+              bytes_of(layer, "alibi-bias", true));
+  CHECK(bytes_of(layer, "alibi-bias", true) == Approx(expected).epsilon(1e-12));
+  CHECK(bytes_of(layer, "alibi-bias", false) == 0);
+  // Without ALiBi, or under flash attention (which takes the slopes in the kernel), no pass.
+  m.alibi = false;
+  CHECK(bytes_of(build_model_graph(m, b, graph_style(Precision::mixed_bf16)).blocks[static_cast<std::size_t>(g.layers[0])],
+                 "alibi-bias", true) == -1);
+  m.alibi = true;
+  m.attention = AttentionImpl::flash;
+  const ModelGraph flash = build_model_graph(m, b, graph_style(Precision::mixed_bf16));
+  CHECK(bytes_of(flash.blocks[static_cast<std::size_t>(flash.layers[0])], "alibi-bias", true) == -1);
+}
+
 TEST_CASE("eager Llama layer: kernels by access path, RoPE and SwiGLU written out, norm backward twice", "[graph]") {
   // Llama-1.1B widths, micro-batch 4 (T tokens), amp-bf16: X = q + k bytes that
   // RoPE rotates, ff the SwiGLU width's elements, norms over the fp32 residual stream.

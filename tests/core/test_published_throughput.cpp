@@ -13,8 +13,10 @@
 // they are 0-20% optimistic (the 2.5B on 128 GPUs +19.5%, the tensor-parallel rows
 // +10-15%), and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
 // Ampere: BLOOM and MT-NLG run megatron-deepspeed (fp32 gradient accumulation per
-// micro-batch; BF16_Optimizer's fp32 all-reduce after the flush) and remain 22-34%
-// optimistic; OPT-175B (metaseq FSDP) 11%. Blackwell: the GB200 405B row runs its recipe's
+// micro-batch; BF16_Optimizer's fp32 all-reduce after the flush; PipelineEngine's four
+// blocking transfers and re-gather per micro-batch; BLOOM's ALiBi bias) and remain 19-32%
+// optimistic;
+// OPT-175B (metaseq FSDP) 11%. Blackwell: the GB200 405B row runs its recipe's
 // activation offload (95 layers) on one NIC per GPU (+12%). DeepSeek-V3 on
 // 2,048 H800s is about 5% optimistic with DualPipe (33% pessimistic under 1F1B, which left
 // the expert all-to-all exposed). The bounds below stop
@@ -76,8 +78,9 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   // Ampere was 22.9% on the transfer branch; with the duty-cycle H100 GEMM curve (GEMMs
   // timed near boost clock, as in training steps) the A100's transferred GEMMs got faster
   // and the Megatron-DeepSpeed rows moved back up 4-5 points (26.4%; 25.2% with DeepSpeed's
-  // gradient all-reduce after the flush): open, issue 13.
-  CHECK(mae["ampere"] <= 0.27);
+  // gradient all-reduce after the flush; 24.1% with its pipeline engine's blocking
+  // transfers and re-gather; 23.9% with BLOOM's ALiBi bias): open, issue 13.
+  CHECK(mae["ampere"] <= 0.25);
   CHECK(mae["hopper"] <= 0.12);
   // Blackwell 8.6% (12.8% before the GB200 405B row ran its recipe's offload and network).
   CHECK(mae["blackwell"] <= 0.10);

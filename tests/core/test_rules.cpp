@@ -583,9 +583,36 @@ TEST_CASE("pipeline sends: 1/tp per rank, gathered on arrival unless sequence-pa
   CHECK(s.gather_after == Approx(8e6));
   CHECK(pipeline_send(8e6, 4, true).gather_after == 0);
   CHECK(pipeline_send(8e6, 1, false).gather_after == 0);
-  CHECK(pipeline_sends_per_micro_batch(3) == 6);
+  CHECK(s.transfers() == 2);
+  CHECK(s.regather_output == 0);
   CHECK(tied_embedding_sync_bytes(1e8, 2, 4, kMixed) == Approx(1e8 / 2 * 4));
   CHECK(tied_embedding_sync_bytes(1e8, 2, 1, kMixed) == 0);
+}
+
+TEST_CASE("pipeline communication per micro-batch: Megatron's paired exchanges, DeepSpeed's four blocking transfers and re-gather", "[rules]") {
+  // Megatron: per chunk, the activation forward and its gradient backward, each a transfer
+  // of 1/tp and an all-gather on arrival: v (2 transfer + 2 gather).
+  const double transfer = 3e-3, gather = 1e-3;
+  const PipelineSend megatron = pipeline_send(8e6, 4, false);
+  show("Megatron, v = 3: 3 x (2 x 3 ms + 2 x 1 ms)", 3 * (2 * transfer + 2 * gather),
+       pipeline_comm_per_micro_batch(megatron, transfer, gather, 3));
+  CHECK(pipeline_comm_per_micro_batch(megatron, transfer, gather, 3) == Approx(3 * (2 * transfer + 2 * gather)));
+  // DeepSpeed's PipelineEngine: SendGrad, RecvActivation, RecvGrad, SendActivation as four
+  // blocking transfers of the 1/tp slice, the two gathers on arrival and the re-gather of
+  // the stage's own sent output before its backward: 4 transfer + 3 gather.
+  const PipelineSend ds = pipeline_send(8e6, 4, false, Framework::megatron_deepspeed);
+  CHECK(ds.per_rank == Approx(2e6));
+  CHECK(ds.gather_after == Approx(8e6));
+  CHECK(ds.regather_output == Approx(8e6));
+  CHECK(ds.transfers() == 4);
+  CHECK(ds.blocking);
+  show("DeepSpeed: 4 x 3 ms + 3 x 1 ms", 4 * transfer + 3 * gather, pipeline_comm_per_micro_batch(ds, transfer, gather, 1));
+  CHECK(pipeline_comm_per_micro_batch(ds, transfer, gather, 1) == Approx(4 * transfer + 3 * gather));
+  // Without tensor parallelism nothing is partitioned: the whole activation, four transfers.
+  const PipelineSend ds1 = pipeline_send(8e6, 1, false, Framework::megatron_deepspeed);
+  CHECK(ds1.per_rank == Approx(8e6));
+  CHECK(ds1.regather_output == 0);
+  CHECK(pipeline_comm_per_micro_batch(ds1, transfer, 0.0, 1) == Approx(4 * transfer));
 }
 
 TEST_CASE("rank order and groups: tensor-parallel ranks adjacent, then data, then pipeline", "[rules]") {

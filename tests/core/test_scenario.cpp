@@ -370,6 +370,32 @@ TEST_CASE("historical Megatron frameworks: what their code could run, and Megatr
   Diagnostics again("canon");
   CHECK(to_json(parse_scenario(to_json(s), again)).dump() == to_json(s).dump());
   CHECK(again.ok());
+  // ALiBi: a gpt/moe option, written in the canonical form only when set.
+  {
+    json a = base_doc();
+    a["model"]["alibi"] = true;
+    CHECK(problems_of(a).empty());
+    Diagnostics d1("x.json");
+    const Scenario sa = parse_scenario(a, d1);
+    CHECK(sa.model.alibi);
+    CHECK(to_json(sa)["model"]["alibi"] == true);
+    Diagnostics d2("x.json");
+    CHECK_FALSE(to_json(parse_scenario(base_doc(), d2))["model"].contains("alibi"));
+    a["model"]["family"] = "llama";
+    CHECK(has_problem(problems_of(a), "/model/alibi", "the llama family uses rotary position embeddings"));
+  }
+  // DeepSpeed's pipeline engine has one schedule, TrainSchedule: 1F1B over whole stages.
+  doc["plan"]["dp"] = 4;
+  doc["plan"]["pp"] = 2;
+  doc["plan"]["sequence_parallel"] = false;
+  CHECK(problems_of(doc).empty());
+  doc["plan"]["virtual_stages"] = 2;
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/schedule", "megatron-deepspeed pipelines run DeepSpeed's TrainSchedule: schedule 1f1b with virtual_stages 1 (got 1f1b, virtual_stages 2)"));
+  doc["plan"]["virtual_stages"] = 1;
+  doc["plan"]["schedule"] = "gpipe";
+  ps = problems_of(doc);
+  CHECK(has_problem(ps, "/plan/schedule", "(got gpipe, virtual_stages 1)"));
 
   doc = base_doc();
   doc["training"]["precision"] = "amp-bf16";

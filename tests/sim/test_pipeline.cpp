@@ -180,3 +180,41 @@ TEST_CASE("schedules run every forward before its backward, each once", "[sim][p
     CHECK(seen.size() == 24u);
   }
 }
+
+TEST_CASE("DeepSpeed's blocking sends: TrainSchedule's order keeps 1F1B's bubble, and each of four transfers holds the stream", "[sim][pipeline]") {
+  const double f = 1e-3, b = 2e-3;
+  for (std::int64_t p : {2, 4, 5})
+    for (std::int64_t m : {1, 3, 8}) {
+      // Sends of a few bytes: the rendezvous order alone must neither deadlock nor add bubble.
+      ReplayPlan plan = uniform(Schedule::one_f_one_b, p, 1, m, f, b);
+      for (auto& st : plan.stages) st.chunks.front().send = pipeline_send(8, 1, false, Framework::megatron_deepspeed);
+      const ClusterModel c = one_node(p);
+      const double T = sim::simulate_plan(plan, c)["iteration_time_s"].get<double>();
+      const double expected = double(m + p - 1) * (f + b);
+      // What the few bytes' latency may add: four transfers per step pair at most.
+      const double latency = double(m + p - 1) * 4 * collective_time(c, Collective::send_recv, 8, Group{2, 2}, 1.0);
+      std::printf("deepspeed p=%lld m=%-3lld tiny sends: expected %.4f ms (+ up to %.4f ms of latency), simulated %.4f ms\n",
+                  static_cast<long long>(p), static_cast<long long>(m), expected * 1e3, latency * 1e3, T * 1e3);
+      CHECK(T >= expected * (1 - 1e-9));
+      CHECK(T <= expected + latency);
+    }
+  // 64 MB sends between neighbours on one node: Megatron's eager sends expose one transfer
+  // c per item (2 per micro-batch); DeepSpeed's rendezvous hold both sides, each stage
+  // taking part in 4 per micro-batch, coupled to its neighbours: between m (2c) and
+  // (m + p - 1)(4c) beyond the compute.
+  const std::int64_t p = 4, m = 8;
+  const ClusterModel c = one_node(p);
+  const double bytes = 64e6, transfer = collective_time(c, Collective::send_recv, bytes, Group{2, 2}, 1.0);
+  ReplayPlan megatron = uniform(Schedule::one_f_one_b, p, 1, m, f, b), ds = megatron;
+  for (auto& st : megatron.stages) st.chunks.front().send = pipeline_send(bytes, 1, false);
+  for (auto& st : ds.stages) st.chunks.front().send = pipeline_send(bytes, 1, false, Framework::megatron_deepspeed);
+  const double t_megatron = sim::simulate_plan(megatron, c)["iteration_time_s"].get<double>();
+  const double t_ds = sim::simulate_plan(ds, c)["iteration_time_s"].get<double>();
+  const double compute = double(m + p - 1) * (f + b);
+  std::printf("p=4 m=8, transfer %.3f ms: Megatron %.3f ms, DeepSpeed %.3f ms; DeepSpeed expected in [%.3f, %.3f] ms\n",
+              transfer * 1e3, t_megatron * 1e3, t_ds * 1e3, (compute + double(m) * 2 * transfer) * 1e3,
+              (compute + double(m + p - 1) * 4 * transfer) * 1e3);
+  CHECK(t_ds > t_megatron);
+  CHECK(t_ds >= compute + double(m) * 2 * transfer);
+  CHECK(t_ds <= (compute + double(m + p - 1) * 4 * transfer) * (1 + 1e-6));
+}
