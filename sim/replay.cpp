@@ -26,6 +26,7 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <simgrid/s4u.hpp>
 #include <tuple>
 
@@ -697,6 +698,7 @@ struct Replay::Impl {
       slice(g, Stream::compute, "optimizer step", t0, now());
     }
     g.st.end = now();
+    g.st.finished = true;
   }
 };
 
@@ -747,6 +749,12 @@ ReplayResult Replay::finish() const {
   for (i64 s = 0; s < I.plan.pp; ++s)
     for (i64 d = 0; d < I.plan.dp; ++d) {
       GroupStats st = I.groups[static_cast<std::size_t>(s * I.replicas + d % I.replicas)].st;
+      // SimGrid ends a run whose actors all wait on each other as if it were over: a schedule
+      // that deadlocks must not pass for an iteration of st.end seconds.
+      if (!st.finished)
+        throw std::runtime_error(fmt::format("the replay did not finish: pipeline stage {} of replica {} waited forever "
+                                             "(its actors deadlocked at {} s simulated; a bug of the replay's schedule)",
+                                             s, d, st.end));
       st.replica = d;
       r.groups.push_back(st);
       r.iteration_time = std::max(r.iteration_time, st.end);

@@ -22,6 +22,7 @@ struct GroupStats {
   Seconds host_wait = 0;       // the GPU idle until the host launched the next kernels
   Seconds offload_forward = 0, offload_backward = 0;  // waiting for activation offload's host copies
   Seconds end = 0;             // when its last work finished
+  bool finished = false;       // its compute stream reached the end of the iteration
   Bytes peak_activations = 0;  // most activations alive at once
   std::int64_t compute_activities = 0, collectives = 0;
   Seconds compute() const { return forward + backward + recompute + optimizer; }

@@ -218,3 +218,16 @@ TEST_CASE("DeepSpeed's blocking sends: TrainSchedule's order keeps 1F1B's bubble
   CHECK(t_ds >= compute + double(m) * 2 * transfer);
   CHECK(t_ds <= (compute + double(m + p - 1) * 4 * transfer) * (1 + 1e-6));
 }
+
+TEST_CASE("a replay whose stages wait on each other forever is an error, not an iteration", "[sim][pipeline]") {
+  // Plans that scenario validation refuses, built by hand: interleaved micro-batch groups
+  // smaller than the pipeline (2 < p = 4), DualPipe with fewer than 2p micro-batches. Their
+  // stages each wait for a send the other has not reached; SimGrid ends such a run as if it
+  // were over (it returned 0 s), and the replay must say it did not finish.
+  CHECK_THROWS_WITH(sim::simulate_plan(uniform(Schedule::interleaved, 4, 2, 6, 1.0, 2.0, 0, 2), one_node(4)),
+                    Catch::Contains("did not finish") && Catch::Contains("stage 0"));
+  CHECK_THROWS_WITH(sim::simulate_plan(dual_uniform(4, 2, 1.0, 2.0, 0.5), one_node(4)), Catch::Contains("did not finish"));
+  // The same schedules with valid counts finish.
+  CHECK(sim::simulate_plan(uniform(Schedule::interleaved, 4, 2, 8, 1.0, 2.0, 0, 4), one_node(4))["iteration_time_s"]
+            .get<double>() > 0);
+}
