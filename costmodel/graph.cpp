@@ -406,10 +406,10 @@ void mla_attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) 
   latent_norm(ops, "kv-latent-rmsnorm", d, a.kv_lora_rank);
   ops.push_back(matmul("q-up", 1, d.T(), d.A * dqk, a.q_lora_rank, true, Split::column,
                        double(a.q_lora_rank) * d.A * dqk, 0));
-  ops.push_back(saved_marker("q-latent-saved", Split::none, T * a.q_lora_rank * d.e));
+  ops.push_back(saved_marker("q-latent-saved", Split::none, T * a.q_lora_rank * d.g));
   ops.push_back(matmul("kv-up", 1, d.T(), d.A * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, true,
                        Split::column, double(a.kv_lora_rank) * d.A * (a.qk_nope_head_dim + a.v_head_dim), 0));
-  ops.push_back(saved_marker("kv-latent-saved", Split::none, T * a.kv_lora_rank * d.e));
+  ops.push_back(saved_marker("kv-latent-saved", Split::none, T * a.kv_lora_rank * d.g));
   const double q = T * d.A * dqk * d.e, k = q, v = T * d.A * a.v_head_dim * d.e;
   // Rotary on each head's query part and on the one shared key, which is then broadcast
   // into every head's key next to its no-position part (the concatenation writes K).
@@ -495,6 +495,11 @@ void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
   const i64 C = static_cast<i64>(std::ceil(m.capacity_factor * double(d.T()) * m.top_k / double(E)));
   const double buffer = double(E) * C * d.H * d.e;  // dispatched token buffer
   const double ff = double(E) * C * F;
+  // What the expert GEMMs keep for their weight gradients: their inputs at the saved
+  // GEMM-input size, fp8 under mixed-fp8 as for the dense GEMMs (Transformer Engine's
+  // GroupedLinear keeps the quantized inputs; DeepSeek-V3 Sec. 3.3.3 caches the inputs of
+  // its Linear operators in FP8, the MoE experts' included).
+  const double buffer_saved = double(E) * C * d.H * d.g;
   norm(ops, swiglu ? "moe-rmsnorm" : "moe-layernorm", d, swiglu);
   if (swiglu && m.shared_experts > 0) {
     ops.push_back(comm("shared-f", OpKind::tp_enter, d.TH() * d.r));
@@ -509,23 +514,23 @@ void moe_mlp_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d) {
   ops.push_back(comm("dispatch", OpKind::all_to_all, buffer));
   ops.push_back(comm("expert-f", OpKind::tp_enter, buffer));
   if (swiglu) {
-    Op gate_up = matmul("expert-gate-up", E, C, 2 * F, d.H, true, Split::column, double(E) * 2.0 * d.H * F, buffer);
+    Op gate_up = matmul("expert-gate-up", E, C, 2 * F, d.H, true, Split::column, double(E) * 2.0 * d.H * F, buffer_saved);
     gate_up.expert = true;
     ops.push_back(gate_up);
     Op act = memory_op("expert-swiglu", Split::column, 3 * ff * d.e, 5 * ff * d.e, 2 * ff * d.e);
     act.expert = true;
     ops.push_back(act);
-    Op down = matmul("expert-down", E, C, d.H, F, true, Split::row, double(E) * F * d.H, ff * d.e);
+    Op down = matmul("expert-down", E, C, d.H, F, true, Split::row, double(E) * F * d.H, ff * d.g);
     down.expert = true;
     ops.push_back(down);
   } else {
-    Op fc1 = matmul("expert-fc1", E, C, d.F, d.H, true, Split::column, double(E) * (double(d.H) * d.F + d.F), buffer);
+    Op fc1 = matmul("expert-fc1", E, C, d.F, d.H, true, Split::column, double(E) * (double(d.H) * d.F + d.F), buffer_saved);
     fc1.expert = true;
     ops.push_back(fc1);
     Op act = memory_op("expert-gelu", Split::column, 2 * ff * d.e, 3 * ff * d.e, ff * d.e);
     act.expert = true;
     ops.push_back(act);
-    Op fc2 = matmul("expert-fc2", E, C, d.H, d.F, true, Split::row, double(E) * (double(d.F) * d.H + d.H), ff * d.e);
+    Op fc2 = matmul("expert-fc2", E, C, d.H, d.F, true, Split::row, double(E) * (double(d.F) * d.H + d.H), ff * d.g);
     fc2.expert = true;
     ops.push_back(fc2);
   }

@@ -188,7 +188,11 @@ MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& 
   m.activations = in.in_flight * in.kept_per_micro_batch;
   m.gradients += in.ddp.copy ? in.params * r.grad_bytes : 0.0;
   const double gathered_bytes = r.gather_bytes + (fp8_copy_follows_gather(r, in.zero) ? r.autocast_copy_bytes : 0.0);
-  m.temporary = in.working + in.offload_buffer + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * gathered_bytes : 0.0);
+  // The offload copy buffer is the micro-batch being computed: its layers in transit
+  // exist before its kept layers do (forward) or after they are freed (backward), so it
+  // adds only what exceeds them.
+  const Bytes in_transit = std::max(0.0, in.offload_buffer - in.kept_per_micro_batch);
+  m.temporary = in.working + in_transit + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * gathered_bytes : 0.0);
   if (!r.persistent_grads && !in.ddp.persistent && in.micro_batches == 1) {
     MemoryBreakdown activation_peak = m, step_peak = m;
     activation_peak.gradients = 0;

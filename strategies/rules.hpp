@@ -179,7 +179,11 @@ KeptActivations kept_activations(Recompute rc, Bytes saved_all, Bytes saved_core
 // max(0, h2d_i - backward_{i+1}). The last layer never goes: its backward follows its
 // forward. Per micro-batch in flight, `offloaded` bytes leave the GPU; the layers being
 // copied stay resident as a buffer of two layers' activations (the one being computed or
-// written back and the one being prefetched). The copy engines read or write HBM at the
+// written back and the one being prefetched). That buffer and the micro-batch's kept
+// layers are not resident together: in forward a layer's copy must end before the next
+// layer's forward does, before the first kept layer's forward ends; in backward the
+// prefetch of an offloaded layer starts once the kept layers' backward has freed them.
+// So per micro-batch the peak is max(kept, buffer) (stage_memory). The copy engines read or write HBM at the
 // PCIe rate (55 GB/s, under 2% of an H100's HBM bandwidth): not charged to the kernels.
 struct OffloadLayer {
   Bytes kept = 0;                   // saved activations per micro-batch on one GPU
@@ -199,7 +203,8 @@ ActivationOffload activation_offload(const std::vector<OffloadLayer>& chunk_laye
 //  weights, gradients, optimizer states by weight_memory();
 //  activations: `in_flight` micro-batches of what the stage's blocks keep;
 //  gradients: plus a second copy in DDP's buckets (ddp_buckets);
-//  temporary: the largest block's working memory, autocast's weight copy and, under
+//  temporary: the largest block's working memory, what activation offload's copy buffer
+//  exceeds the kept activations of one micro-batch by, autocast's weight copy and, under
 //  ZeRO-3, two blocks' gathered weights (the one running and the one prefetched), with
 //  their fp8 copies when fp8_copy_follows_gather.
 // Eager PyTorch (PrecisionRules::persistent_grads false, no DDP buckets) allocates

@@ -114,10 +114,14 @@ TEST_CASE("activation offload: the estimator's memory and exposed copies follow 
   const double saved_expected = in_flight * 2 * saved_layer;
   show("stage 0 activations saved = in flight x 2 layers x per-layer saved bytes", saved_expected,
        pb.stages[0].memory.activations - po.stages[0].memory.activations);
-  show("stage 0 temporary grows by the copy buffer (2 layers)", 2 * saved_layer,
+  // The copy buffer (2 layers) adds what exceeds one micro-batch's kept activations: here
+  // the 2 layers and the embedding left on the GPU, so nothing.
+  const double kept_after = po.stages[0].memory.activations / in_flight;
+  const double buffer_extra = std::max(0.0, 2 * saved_layer - kept_after);
+  show("stage 0 temporary grows by max(0, copy buffer (2 layers) - kept per micro-batch)", buffer_extra,
        po.stages[0].memory.temporary - pb.stages[0].memory.temporary);
   CHECK(pb.stages[0].memory.activations - po.stages[0].memory.activations == Approx(saved_expected).epsilon(1e-9));
-  CHECK(po.stages[0].memory.temporary - pb.stages[0].memory.temporary == Approx(2 * saved_layer).epsilon(1e-9));
+  CHECK(po.stages[0].memory.temporary - pb.stages[0].memory.temporary == Approx(buffer_extra).margin(1e-3));
   // A GPT layer saves 34 s b h + 5 a s^2 b bytes without flash attention (Korthikanti et al.);
   // the graph's flash attention keeps the 34 s b h part and a few small tensors.
   const double sbh = 4096.0 * 2 * 4096;

@@ -236,3 +236,23 @@ TEST_CASE("node-limited routing: the expert all-to-all's share of a plain exchan
   CHECK(t.forward_comm.bytes == Approx(dispatch->comm_bytes / 2).epsilon(1e-12));
   CHECK(t.backward_comm.bytes == Approx(dispatch->comm_bytes / 2).epsilon(1e-12));
 }
+
+TEST_CASE("mixed-fp8: expert and MLA up-projection GEMMs keep fp8 inputs for their weight gradients", "[graph][moe]") {
+  // Under mixed-fp8 every weight GEMM keeps the fp8 cast of its input for wgrad (Transformer
+  // Engine's Linear and GroupedLinear; DeepSeek-V3 Sec. 3.3.3 caches Linear inputs in FP8):
+  // 1 byte an element instead of 2. Per DeepSeek-V3 MoE layer of s tokens at capacity
+  // factor 1: the q and kv latents (1536 + 512), the output projection's input (128 heads x
+  // 128), the shared expert's gate-up and down inputs (h + 2048) and the routed experts'
+  // (top-8 tokens: 8 (h + 2048)). The down-projections' shared input and the router's stay.
+  const ModelSpec m = deepseek_v3(0);
+  const ModelGraph bf16 = build_model_graph(m, 1, graph_style(Precision::mixed_bf16));
+  const ModelGraph fp8 = build_model_graph(m, 1, graph_style(Precision::mixed_fp8));
+  const Block& a = bf16.blocks[std::size_t(bf16.layers[3])];
+  const Block& b = fp8.blocks[std::size_t(fp8.layers[3])];
+  REQUIRE(b.name == "moe-layer");
+  const double s = 4096, h = 7168;
+  const double expected = s * ((1536 + 512) + 128 * 128 + (h + 2048) + 8 * (h + 2048));
+  std::printf("DeepSeek-V3 MoE layer, fp8 saved GEMM inputs: expected %.0f B fewer, graph %.0f B fewer\n", expected,
+              a.saved_bytes() - b.saved_bytes());
+  CHECK(a.saved_bytes() - b.saved_bytes() == Approx(expected).epsilon(1e-12));
+}

@@ -310,6 +310,15 @@ TEST_CASE("stage memory: weights, in-flight activations, working set, ZeRO-3 buf
   const double expected = 1e9 * 18 / 8 + 4 * 3e9 + 1e9 + 2 * 1e8 * 2;
   show("1e9 params ZeRO-3 dp 8, 4 x 3 GB kept, 1 GB working, 2 gathered blocks", expected, m.total());
   CHECK(m.total() == Approx(expected).epsilon(1e-12));
+  // Activation offload's copy buffer is resident only while the micro-batch's kept layers
+  // are not: it adds max(0, buffer - kept per micro-batch).
+  in.offload_buffer = 2e9;
+  show("offload buffer 2 GB beside 3 GB kept per micro-batch: nothing more", expected, stage_memory(in, kMixed).total());
+  CHECK(stage_memory(in, kMixed).total() == Approx(expected).epsilon(1e-12));
+  in.offload_buffer = 5e9;
+  show("offload buffer 5 GB beside 3 GB kept per micro-batch: 2 GB more", expected + 2e9, stage_memory(in, kMixed).total());
+  CHECK(stage_memory(in, kMixed).total() == Approx(expected + 2e9).epsilon(1e-12));
+  in.offload_buffer = 0;
   // Eager PyTorch with one micro-batch: the larger of the activation peak and the step.
   in.zero = 0;
   in.micro_batches = 1;
