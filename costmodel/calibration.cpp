@@ -96,6 +96,35 @@ std::vector<double> block_host_per_kernel(const nlohmann::json& cases, const std
   return v;
 }
 
+// A clustersim-host-dispatch file of measure_dtensor_params.py, its cases checked: every
+// rank's figures sit in the *_per_rank arrays. Returns the number of ranks.
+int ranked_cases(const nlohmann::json& doc, const char* script, Diagnostics& diag) {
+  if (!doc.is_object() || doc.value("format", "") != "clustersim-host-dispatch/1") {
+    diag.error("/format", fmt::format("expected \"clustersim-host-dispatch/1\" ({})", script));
+    diag.throw_if_errors();
+  }
+  if (!doc.contains("cases") || !doc["cases"].is_array()) {
+    diag.error("/cases", fmt::format("expected an array of measured cases ({})", script));
+    diag.throw_if_errors();
+  }
+  const int ranks = doc.contains("environment") && doc["environment"].is_object()
+                        ? doc["environment"].value("world_size", 0)
+                        : 0;
+  if (ranks < 1) diag.error("/environment/world_size", "expected the number of ranks (>= 1)");
+  return std::max(ranks, 0);
+}
+
+// Rank r's host time per call of case i; 0 (and an error naming the field) where missing.
+double rank_host_time(const nlohmann::json& cases, std::size_t i, int r, Diagnostics& diag) {
+  const auto fig = cases[i].find("host_per_call_s_per_rank");
+  if (fig == cases[i].end() || !fig->is_array() || fig->size() <= static_cast<std::size_t>(r) || !(*fig)[r].is_number() ||
+      !((*fig)[r].get<double>() > 0)) {
+    diag.error(json_path("/cases", i) + "/host_per_call_s_per_rank", fmt::format("expected a figure > 0 for rank {}", r));
+    return 0.0;
+  }
+  return (*fig)[r].get<double>();
+}
+
 }  // namespace
 
 Microbenchmarks read_microbenchmarks(const std::string& file) {
@@ -550,19 +579,8 @@ Seconds fit_dtensor_optimizer(const std::vector<std::string>& files, Seconds eag
   for (const std::string& file : files) {
     const nlohmann::json doc = read_json_file(file);
     Diagnostics diag(file);
-    if (!doc.is_object() || doc.value("format", "") != "clustersim-host-dispatch/1") {
-      diag.error("/format", "expected \"clustersim-host-dispatch/1\" (measure_dtensor_params.py)");
-      diag.throw_if_errors();
-    }
-    if (!doc.contains("cases") || !doc["cases"].is_array()) {
-      diag.error("/cases", "expected an array of measured cases (measure_dtensor_params.py)");
-      diag.throw_if_errors();
-    }
+    const int ranks = ranked_cases(doc, "measure_dtensor_params.py", diag);
     const nlohmann::json& cases = doc["cases"];
-    const auto ranks = doc.contains("environment") && doc["environment"].is_object()
-                           ? doc["environment"].value("world_size", 0)
-                           : 0;
-    if (ranks < 1) diag.error("/environment/world_size", "expected the number of ranks (>= 1)");
     // The fused AdamW step over K ColwiseParallel Linears, DTensor or plain, K = 8 and 32.
     struct Step {
       std::size_t index;
@@ -580,7 +598,7 @@ Seconds fit_dtensor_optimizer(const std::vector<std::string>& files, Seconds eag
       }
       steps[{c.value("model", ""), c.value("modules", 0), c.value("bias", false)}] = {i, params->get<double>()};
     }
-    for (int r = 0; r < std::max(ranks, 0); ++r) {
+    for (int r = 0; r < ranks; ++r) {
       const double rate = median_of(block_host_per_kernel(cases, "/cases", r, diag));  // the blocks beside the stacks
       for (bool bias : {false, true}) {
         const auto host = [&](const char* model, int k) -> std::optional<std::pair<double, double>> {
@@ -589,15 +607,9 @@ Seconds fit_dtensor_optimizer(const std::vector<std::string>& files, Seconds eag
             diag.error("/cases", fmt::format("no fused AdamW step of {} {} ColwiseParallel Linears (bias {})", k, model, bias));
             return std::nullopt;
           }
-          const auto& c = cases[it->second.index];
-          const auto fig = c.find("host_per_call_s_per_rank");
-          if (fig == c.end() || !fig->is_array() || fig->size() <= static_cast<std::size_t>(r) || !(*fig)[r].is_number() ||
-              !((*fig)[r].get<double>() > 0)) {
-            diag.error(json_path("/cases", it->second.index) + "/host_per_call_s_per_rank",
-                       fmt::format("expected a figure > 0 for rank {}", r));
-            return std::nullopt;
-          }
-          return std::pair{(*fig)[r].get<double>(), it->second.params};
+          const double t = rank_host_time(cases, it->second.index, r, diag);
+          if (!(t > 0)) return std::nullopt;
+          return std::pair{t, it->second.params};
         };
         const auto d8 = host("dtensor", 8), d32 = host("dtensor", 32), p8 = host("plain", 8), p32 = host("plain", 32);
         if (!d8 || !d32 || !p8 || !p32 || !(rate > 0)) continue;
@@ -629,31 +641,13 @@ std::pair<Seconds, Seconds> fit_dtensor_loss(const std::vector<std::string>& fil
   for (const std::string& file : files) {
     const nlohmann::json doc = read_json_file(file);
     Diagnostics diag(file);
-    if (!doc.is_object() || doc.value("format", "") != "clustersim-host-dispatch/1") {
-      diag.error("/format", "expected \"clustersim-host-dispatch/1\" (measure_dtensor_params.py --loss-only)");
-      diag.throw_if_errors();
-    }
-    if (!doc.contains("cases") || !doc["cases"].is_array()) {
-      diag.error("/cases", "expected an array of measured cases (measure_dtensor_params.py --loss-only)");
-      diag.throw_if_errors();
-    }
+    const int ranks = ranked_cases(doc, "measure_dtensor_params.py --loss-only", diag);
     const nlohmann::json& cases = doc["cases"];
-    const int ranks = doc.contains("environment") && doc["environment"].is_object()
-                          ? doc["environment"].value("world_size", 0)
-                          : 0;
-    if (ranks < 1) diag.error("/environment/world_size", "expected the number of ranks (>= 1)");
-    for (int r = 0; r < std::max(ranks, 0); ++r) {
+    for (int r = 0; r < ranks; ++r) {
       const double rate = median_of(block_host_per_kernel(cases, "/cases", r, diag));
       const auto host = [&](const std::string& name) -> double {
         for (std::size_t i = 0; i < cases.size(); ++i) {
-          if (!cases[i].is_object() || cases[i].value("case", "") != name) continue;
-          const auto fig = cases[i].find("host_per_call_s_per_rank");
-          if (fig == cases[i].end() || !fig->is_array() || fig->size() <= static_cast<std::size_t>(r) ||
-              !(*fig)[r].is_number() || !((*fig)[r].get<double>() > 0)) {
-            diag.error(json_path("/cases", i) + "/host_per_call_s_per_rank", fmt::format("expected a figure > 0 for rank {}", r));
-            return 0.0;
-          }
-          return (*fig)[r].get<double>();
+          if (cases[i].is_object() && cases[i].value("case", "") == name) return rank_host_time(cases, i, r, diag);
         }
         diag.error("/cases", fmt::format("no case \"{}\"", name));
         return 0.0;

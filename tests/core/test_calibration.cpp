@@ -17,6 +17,23 @@ using namespace clustersim;
 
 namespace {
 const std::string kData = "calibration/data/h100-sxm5-80gb/";
+
+// The test's own median (the mean of the middle two when even), kept apart from the code
+// under test so that the expected values are recomputed independently.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Writes a damaged copy of a data file into the test's temporary folder; returns its path.
+std::string bad(const std::string& name, const nlohmann::json& d) {
+  const std::string path = (clustersim::test::temp_dir() / name).string();
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(d.dump().c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
 Microbenchmarks h100_data() {
   Microbenchmarks d = read_microbenchmarks(kData + "microbench-duty-2026-11-26.json");
   read_attention_benchmarks(kData + "sdpa-flash-2026-11-26.json", d);
@@ -138,10 +155,6 @@ TEST_CASE("the DTensor bias cost: biased minus unbiased host-bound steps per bia
   const nlohmann::json doc = read_json_file(file);
   std::vector<double> on, off;
   for (const auto& r : doc["runs"]) (r["bias"].get<bool>() ? on : off).push_back(r["step_time_s"].get<double>());
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   const double eager = 23.7e-6;
   const double per_kernel_there = doc["reference"]["step_time_s"].get<double>() / doc["reference"]["kernels_per_step"].get<double>();
   const double expected = (median(on) - median(off)) / (24.0 * 6.0) * eager / per_kernel_there;
@@ -151,13 +164,6 @@ TEST_CASE("the DTensor bias cost: biased minus unbiased host-bound steps per bia
   CHECK(fitted == Approx(expected).epsilon(1e-12));
   CHECK(fitted > 0);
 
-  const auto bad = [&](const std::string& name, const nlohmann::json& d) {
-    const std::string path = (clustersim::test::temp_dir() / name).string();
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    std::fputs(d.dump().c_str(), f);
-    std::fclose(f);
-    return path;
-  };
   nlohmann::json no_off = doc;
   no_off["runs"] = nlohmann::json::array({doc["runs"][2]});
   CHECK_THROWS_WITH(fit_dtensor_bias(bad("bias-no-off.json", no_off), eager), Catch::Contains("/runs"));
@@ -179,10 +185,6 @@ TEST_CASE("the DTensor optimizer cost: the slope over K of the DTensor AdamW ste
   const std::string file = kData + "dtensor-host-2026-11-27/dtensor-params-run4.json";
   const nlohmann::json doc = read_json_file(file);
   const double eager = 23.7e-6;
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   std::vector<double> expected_all;
   for (int r = 0; r < 2; ++r) {
     std::vector<double> rates;
@@ -208,13 +210,6 @@ TEST_CASE("the DTensor optimizer cost: the slope over K of the DTensor AdamW ste
   CHECK(fitted == Approx(expected).epsilon(1e-12));
   CHECK(fitted > 0);
 
-  const auto bad = [&](const std::string& name, const nlohmann::json& d) {
-    const std::string path = (clustersim::test::temp_dir() / name).string();
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    std::fputs(d.dump().c_str(), f);
-    std::fclose(f);
-    return path;
-  };
   nlohmann::json no_rank = doc;
   for (std::size_t i = 0; i < no_rank["cases"].size(); ++i)
     if (no_rank["cases"][i].value("part", "") == "optimizer") {
@@ -250,10 +245,6 @@ TEST_CASE("the DTensor loss cost: loss_parallel beyond the plain cross entropy, 
   const std::string file = kData + "dtensor-host-2026-11-27/call9-loss-r2.json";
   const nlohmann::json doc = read_json_file(file);
   const double eager = 23.7e-6;
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  };
   std::vector<double> fwd, bwd;
   for (int r = 0; r < 2; ++r) {
     std::vector<double> rates;
@@ -277,13 +268,6 @@ TEST_CASE("the DTensor loss cost: loss_parallel beyond the plain cross entropy, 
   CHECK(fitted.first == Approx(median(fwd)).epsilon(1e-12));
   CHECK(fitted.second == Approx(median(bwd)).epsilon(1e-12));
 
-  const auto bad = [&](const std::string& name, const nlohmann::json& d) {
-    const std::string path = (clustersim::test::temp_dir() / name).string();
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    std::fputs(d.dump().c_str(), f);
-    std::fclose(f);
-    return path;
-  };
   nlohmann::json missing = doc;
   nlohmann::json kept = nlohmann::json::array();
   for (const auto& c : doc["cases"])
