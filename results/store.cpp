@@ -20,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <thread>
+#include <type_traits>
 #include <variant>
 
 #include "results/json_text.hpp"
@@ -49,11 +50,17 @@ std::string scenario_hash(const nlohmann::json& canonical_scenario) {
 }
 
 std::string utc_now() {
+  // Formatted once per second and thread: a sweep stamps thousands of rows a second,
+  // and gmtime_r + strftime for each was 1.5 k instructions of the writer's row.
+  thread_local std::time_t last = -1;
+  thread_local char buf[32];
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (t != last) {
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    last = t;
+  }
   return buf;
 }
 
@@ -224,8 +231,12 @@ class Statement {
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
+  // Binds `values` to the parameters 1..n; parameters beyond them are set to NULL. A
+  // statement that binds every parameter again skips the clearing (sqlite3_clear_bindings
+  // on a sweep's 21-column insert was about 800 instructions a row).
   Statement& bind(std::initializer_list<Value> values) {
     reset();
+    if (static_cast<int>(values.size()) < sqlite3_bind_parameter_count(stmt_)) sqlite3_clear_bindings(stmt_);
     int i = 1;
     for (const auto& v : values) {
       int rc = SQLITE_OK;
@@ -271,10 +282,9 @@ class Statement {
     const auto* p = sqlite3_column_text(stmt_, c);
     return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
   }
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
+  // Ends the statement's execution (its read or write of the database); the bindings
+  // stay until the next bind() replaces them.
+  void reset() { sqlite3_reset(stmt_); }
 
  private:
   sqlite3* db_;
@@ -308,6 +318,10 @@ struct Database::Impl {
   std::map<const char*, std::unique_ptr<Statement>> statements;
   // Ids of plans and hardware profiles this connection wrote or found (add_run).
   std::map<std::string, std::int64_t, std::less<>> plan_ids, hardware_ids;
+  struct LastHardware {
+    std::string name, status, provenance_json;
+    std::int64_t id = 0;
+  } last_hardware;
   ~Impl() {
     statements.clear();
     sqlite3_close_v2(db);
@@ -430,8 +444,19 @@ Database::Database(const std::string& file, Mode mode) : impl_(std::make_unique<
     name += "?immutable=1";
     flags |= SQLITE_OPEN_URI;
   }
+  // SQLite's memory statistics (sqlite3_memory_used and friends, which nothing here
+  // reads) take a process-wide mutex around every allocation: off, before SQLite
+  // initialises (the VFS below is its first call; later, the call is refused and
+  // changes nothing). A sweep's writer spent about 3 k instructions a row on them.
+  static const int memstatus_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)memstatus_off;
   clear_io_errno();
-  if (sqlite3_open_v2(name.c_str(), &impl_->db, flags | SQLITE_OPEN_FULLMUTEX, errno_recording_vfs()) != SQLITE_OK)
+  // No connection mutex (SQLITE_OPEN_NOMUTEX; it was FULLMUTEX): a Database is used by
+  // one thread at a time (the sweep's writer thread, or MPI rank 0's, after the thread
+  // that opened it handed it over), and its own statement cache and id maps are not
+  // synchronised either, so SQLite's lock around every API call protected nothing and
+  // cost about 90 instructions a call, 2.5 k per stored sweep point.
+  if (sqlite3_open_v2(name.c_str(), &impl_->db, flags | SQLITE_OPEN_NOMUTEX, errno_recording_vfs()) != SQLITE_OK)
     fail(std::string("cannot open: ") + sqlite3_errmsg(impl_->db));
   sqlite3_busy_timeout(impl_->db, 10000);
   sqlite3_extended_result_codes(impl_->db, 1);
@@ -522,6 +547,7 @@ void Database::checkpoint() {
 void Database::rollback() {
   impl_->plan_ids.clear();
   impl_->hardware_ids.clear();
+  impl_->last_hardware = {};
   impl_->rollback_quietly();
 }
 
@@ -688,11 +714,13 @@ std::int64_t Database::put_plan(const nlohmann::json& plan) {
 std::int64_t Database::add_run(const RunRecord& r) { return add_run(run_row(r)); }
 
 std::int64_t Database::add_run(const RunRow& r) {
+  // Every text is bound where it lies (SQLITE_STATIC, no copy): `r` outlives the steps.
+  using sv = std::string_view;
   const std::int64_t scenario_id = impl_->put(
       "INSERT OR IGNORE INTO scenarios(hash, name, model_family, gpu, gpus, canonical_json) VALUES(?,?,?,?,?,?)",
       "SELECT id FROM scenarios WHERE hash = ?",
-      {r.scenario_hash, r.scenario_name, r.model_family, r.gpu, r.gpus, std::string_view(r.scenario_json)},
-      {r.scenario_hash});
+      {sv(r.scenario_hash), sv(r.scenario_name), sv(r.model_family), sv(r.gpu), r.gpus, sv(r.scenario_json)},
+      {sv(r.scenario_hash)});
   // A sweep stores thousands of runs on a handful of plans and one profile: their ids
   // are remembered (and forgotten on rollback, which may undo their insertion).
   auto& plan_id = impl_->plan_ids[r.plan_json];
@@ -701,16 +729,29 @@ std::int64_t Database::add_run(const RunRow& r) {
     plan_id = impl_->put("INSERT OR IGNORE INTO plans(hash, plan_json) VALUES(?,?)",
                          "SELECT id FROM plans WHERE hash = ?", {hash, r.plan_json}, {hash});
   }
-  auto& hardware_id =
-      impl_->hardware_ids[r.hardware_name + '\n' + r.hardware_status + '\n' + r.hardware_provenance_json];
-  if (!hardware_id)
-    hardware_id = impl_->put(
-        "INSERT OR IGNORE INTO hardware_profiles(name, status, provenance_json) VALUES(?,?,?)",
-        "SELECT id FROM hardware_profiles WHERE name = ? AND status = ? AND provenance_json = ?",
-        {r.hardware_name, r.hardware_status, r.hardware_provenance_json},
-        {r.hardware_name, r.hardware_status, r.hardware_provenance_json});
-  auto opt = [](const auto& o) { return o ? Value(*o) : Value(nullptr); };
+  // The profile of the previous run first: a sweep has one, and building the map's key
+  // (its provenance is about 1.4 KB of text) for every row cost more than the compare.
+  auto& last = impl_->last_hardware;
+  if (!last.id || last.name != r.hardware_name || last.status != r.hardware_status ||
+      last.provenance_json != r.hardware_provenance_json) {
+    auto& hardware_id =
+        impl_->hardware_ids[r.hardware_name + '\n' + r.hardware_status + '\n' + r.hardware_provenance_json];
+    if (!hardware_id)
+      hardware_id = impl_->put(
+          "INSERT OR IGNORE INTO hardware_profiles(name, status, provenance_json) VALUES(?,?,?)",
+          "SELECT id FROM hardware_profiles WHERE name = ? AND status = ? AND provenance_json = ?",
+          {r.hardware_name, r.hardware_status, r.hardware_provenance_json},
+          {r.hardware_name, r.hardware_status, r.hardware_provenance_json});
+    last = {r.hardware_name, r.hardware_status, r.hardware_provenance_json, hardware_id};
+  }
+  const std::int64_t hardware_id = last.id;
+  auto opt = [](const auto& o) -> Value {
+    if (!o) return nullptr;
+    if constexpr (std::is_same_v<std::decay_t<decltype(*o)>, std::string>) return sv(*o);
+    else return *o;
+  };
   const auto& f = r.figures;
+  const std::string created = utc_now();
   Statement& st = impl_->cached(
       "INSERT INTO simulated_runs(scenario_id, plan_id, hardware_id, sweep_id, point_index, axes_json, method,"
       " iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, model_tflops_per_gpu, mfu,"
@@ -718,9 +759,9 @@ std::int64_t Database::add_run(const RunRow& r) {
       " simgrid_config_json, created_utc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
       " ON CONFLICT DO NOTHING");
   st.bind({scenario_id, plan_id, hardware_id, opt(r.sweep_id), r.sweep_id ? Value(r.point_index) : Value(nullptr),
-           opt(r.axes_json), r.method, opt(f[0]), opt(f[1]), opt(f[2]), opt(f[3]), opt(f[4]), opt(f[5]), opt(f[6]),
-           opt(r.fits), std::string_view(r.result_json), r.tool_version, r.git_revision, opt(r.simgrid_version),
-           opt(r.simgrid_config_json), utc_now()});
+           opt(r.axes_json), sv(r.method), opt(f[0]), opt(f[1]), opt(f[2]), opt(f[3]), opt(f[4]), opt(f[5]),
+           opt(f[6]), opt(r.fits), sv(r.result_json), sv(r.tool_version), sv(r.git_revision), opt(r.simgrid_version),
+           opt(r.simgrid_config_json), sv(created)});
   st.step();
   st.reset();
   // Only a sweep point can conflict (one run per sweep, scenario and method): another

@@ -139,6 +139,8 @@ struct MeasuredServingRecord {
   nlohmann::json environment;  // gpu, engine, engine_version, torch, cuda, date_utc, ...
 };
 
+// Not thread-safe: one thread at a time uses a Database (it may be handed over to
+// another thread); threads that read or write at once open a Database each.
 class Database {
  public:
   enum class Mode { read_write, read_only };

@@ -132,6 +132,39 @@ TEST_CASE("scenarios, plans and hardware are stored once, runs reference them", 
   CHECK_FALSE(db.simulated_run(999));
 }
 
+TEST_CASE("runs on alternating hardware profiles reference their own profile, also after a rollback", "[results]") {
+  // add_run remembers the last profile's id to skip building its key for every row: a
+  // change of profile must not reuse it, and a rolled-back insertion must be forgotten.
+  const auto file = fresh("profiles.db");
+  Database db(file.string(), Database::Mode::read_write);
+  auto sc = clustersim::to_json(clustersim::default_scenario());
+  auto run_on = [&](const std::string& profile, int zero) {
+    auto s = sc;
+    s["plan"]["zero"] = zero;  // another scenario for each run
+    auto r = sample_run(s, 1.0 + zero);
+    r.hardware.name = profile;
+    return db.add_run(r);
+  };
+  db.begin();
+  const auto a1 = run_on("a", 0);
+  const auto b1 = run_on("b", 1);
+  const auto a2 = run_on("a", 2);
+  db.commit();
+  db.begin();
+  run_on("c", 3);  // inserts profile c, then undone
+  db.rollback();
+  db.begin();
+  const auto c1 = run_on("c", 3);  // a stale id of c would break the foreign key
+  db.commit();
+  auto profile_of = [&](std::int64_t run) { return (*db.simulated_run(run))["hardware_name"].get<std::string>(); };
+  CHECK(profile_of(a1) == "a");
+  CHECK(profile_of(b1) == "b");
+  CHECK(profile_of(a2) == "a");
+  CHECK(profile_of(c1) == "c");
+  CHECK(db.count("hardware_profiles") == 3);
+  CHECK(db.query("PRAGMA foreign_key_check").empty());
+}
+
 TEST_CASE("a measured run joins the simulated run of the same scenario", "[results]") {
   const auto file = fresh("compare.db");
   Database db(file.string(), Database::Mode::read_write);
