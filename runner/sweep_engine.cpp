@@ -188,7 +188,7 @@ void SweepWriter::add(Outcome&& x) {
     db_.add_failed_point(sweep_id_, static_cast<std::int64_t>(x.index), x.key, method_,
                          nlohmann::json::parse(x.axes_json), x.error);
     ++sum_.failed;
-  } else if (!stored_now_.insert(x.key).second) {
+  } else if (!stored_now_.insert(std::move(x.key)).second) {
     ++sum_.duplicates;
   } else {
     x.row->sweep_id = sweep_id_;
@@ -228,8 +228,13 @@ void SweepWriter::rollback() noexcept {
 }
 
 void tune_for_sweep(results::Database& db) {
-  // 64 MiB: a batch of 2,000 points is about 6 MB of new pages plus the indexes.
-  db.query("PRAGMA cache_size = -65536");
+  // 16 MiB: a batch of 2,000 benchmark points is about 9 MB of new pages plus the
+  // indexes, so a batch is written once at commit, not spilled page by page. Not more:
+  // the cache kept every page the sweep wrote (64 MiB held the benchmark's whole 43 MB
+  // database), each a fresh allocation that the kernel zeroes on first touch; a smaller
+  // cache reuses the buffers of pages already committed (the writer thread's page
+  // faults were about a tenth of its samples).
+  db.query("PRAGMA cache_size = -16384");
   // A checkpoint every 64 MiB of WAL instead of SQLite's 1,000 pages (4-16 MiB): each
   // checkpoint syncs and rewrites the pages the recent commits touched, the indexes'
   // pages again and again, so fewer of them write fewer bytes. The WAL of a killed
