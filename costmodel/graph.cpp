@@ -886,6 +886,17 @@ GraphStyle graph_style(const TrainingSpec& t) {
       s.bias_add_kernels = true;
       s.fp32_logits = true;
       break;
+    case Framework::megatron:
+      // Without gradient accumulation fusion (Megatron-LM before 83b1e42f) the wgrad GEMM
+      // writes a 16-bit gradient and the sum over micro-batches is a pass of its own: under
+      // bf16 Megatron keeps fp32 main_grad buffers (accumulate_allreduce_grads_in_fp32 is
+      // forced) and its DistributedDataParallel hook runs main_grad.add_(grad): read 2,
+      // read 4, write 4 (megatron/model/distributed.py _make_param_hook); under fp16 without
+      // --accumulate-allreduce-grads-in-fp32 (the 2021 examples, pretrain_gpt3_175B.sh)
+      // autograd adds into the 16-bit .grad: read 2 + 2, write 2.
+      if (!t.framework.gradient_accumulation_fusion)
+        s.grad_accumulation_bytes = t.precision == Precision::mixed_bf16 ? 10.0 : 6.0;
+      break;
     case Framework::megatron_deepspeed:
       // bf16: BF16_Optimizer.update_hp_grads (deepspeed/runtime/bf16_optimizer.py), called
       // by the pipeline engine after each micro-batch's backward, runs

@@ -211,7 +211,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   if (!obj) return;
   ObjectReader fr(*obj, "/training/framework", diag,
                   {"name", "bucket_cap", "gradient_as_bucket_view", "version", "param_dtype", "reduce_dtype", "sharding",
-                   "shard_size"});
+                   "shard_size", "gradient_accumulation_fusion"});
   if (!fr.valid()) return;
   f.name = read_enum(fr, "name", framework_names, true).value_or(f.name);
   const auto only = [&](const char* key, Framework owner) {
@@ -221,6 +221,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   };
   only("bucket_cap", Framework::pytorch_ddp);
   only("gradient_as_bucket_view", Framework::pytorch_ddp);
+  only("gradient_accumulation_fusion", Framework::megatron);
   only("version", Framework::pytorch_fsdp);
   only("param_dtype", Framework::pytorch_fsdp);
   if (fr.has("reduce_dtype") && f.name != Framework::pytorch_fsdp && !megatron_family(f.name))
@@ -233,6 +234,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
     else f.bucket_cap_bytes = *b;
   }
   f.gradient_as_bucket_view = fr.boolean("gradient_as_bucket_view", false).value_or(false);
+  f.gradient_accumulation_fusion = fr.boolean("gradient_accumulation_fusion", false).value_or(true);
   f.fsdp_version = int(fr.integer("version", 1, 2, false).value_or(1));
   f.param_dtype = read_enum(fr, "param_dtype", element_type_names, false);
   f.reduce_dtype = read_enum(fr, "reduce_dtype", element_type_names, false);
@@ -813,6 +815,7 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
       if (f.sharding) w.member("sharding", to_string(*f.sharding));
       if (f.shard_size > 0) w.member("shard_size", f.shard_size);
     }
+    if (f.name == Framework::megatron && !f.gradient_accumulation_fusion) w.member("gradient_accumulation_fusion", false);
     if ((f.name == Framework::pytorch_fsdp || megatron_family(f.name)) && f.reduce_dtype)
       w.member("reduce_dtype", to_string(*f.reduce_dtype));
     w.end_object();

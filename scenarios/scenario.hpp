@@ -128,6 +128,10 @@ struct ModelSpec {
 //                mixed-bf16 DeepSpeed's BF16_Optimizer adds every micro-batch's bf16 weight
 //                gradients into fp32 buffers (update_hp_grads); under mixed-fp16 autograd
 //                accumulates the 16-bit gradients in place (GraphStyle::grad_accumulation_bytes)
+// megatron's knob gradient_accumulation_fusion (default true, Megatron-LM's
+// --gradient-accumulation-fusion since commit 83b1e42f, 2022-02-16): false is the code before
+// it, as in the SC'21 paper, where each micro-batch's weight gradients leave the GEMM as 16-bit
+// tensors and are added up outside it (GraphStyle::grad_accumulation_bytes)
 // Default (not written): megatron for mixed-* precisions; otherwise pytorch-ddp, or
 // pytorch-fsdp when plan.zero is 2 or 3. The rules between framework, precision and
 // plan.zero are checked only for a framework written in the file.
@@ -136,6 +140,7 @@ struct FrameworkSpec {
   bool given = false;                    // written in the file (else derived from the precision)
   double bucket_cap_bytes = 25.0 * (1 << 20);
   bool gradient_as_bucket_view = false;
+  bool gradient_accumulation_fusion = true;  // megatron only
   int fsdp_version = 1;
   std::optional<ElementType> param_dtype, reduce_dtype;
   // pytorch-fsdp's sharding strategy ("sharding"; when not written, plan.zero decides:

@@ -316,6 +316,27 @@ TEST_CASE("megatron-deepspeed: each micro-batch's gradients are accumulated in o
   for (const Block& b : fused.blocks) CHECK(bytes_of(b, "grad-accumulation", false) == -1);
 }
 
+TEST_CASE("megatron without gradient accumulation fusion: the micro-batch's 16-bit gradients summed outside the GEMMs", "[graph]") {
+  // Megatron-LM before --gradient-accumulation-fusion (83b1e42f, 2022-02): under bf16 its
+  // DDP hook runs main_grad.add_(grad) into fp32 buffers, 2 + 4 + 4 bytes per parameter;
+  // under fp16 without fp32 accumulation autograd adds into .grad, 2 + 2 + 2.
+  const ModelSpec m = gpt(2048, 4, 16, 2048, 51200);
+  for (const auto& [precision, per_param] : {std::pair{Precision::mixed_bf16, 10.0}, {Precision::mixed_fp16, 6.0}}) {
+    TrainingSpec t;
+    t.precision = precision;
+    t.framework.gradient_accumulation_fusion = false;
+    const ModelGraph g = build_model_graph(m, 1, graph_style(t));
+    for (const Block& b : g.blocks) {
+      std::printf("%s %s: expected %.6g bytes (%.0f per parameter), graph %.6g\n", std::string(to_string(precision)).c_str(), b.name.c_str(),
+                  b.params() * per_param, per_param, bytes_of(b, "grad-accumulation", false));
+      CHECK(bytes_of(b, "grad-accumulation", false) == Approx(b.params() * per_param).epsilon(1e-12));
+      CHECK(bytes_of(b, "grad-accumulation", true) == 0);
+    }
+    t.framework.gradient_accumulation_fusion = true;  // the default: the wgrad GEMM accumulates
+    for (const Block& b : build_model_graph(m, 1, graph_style(t)).blocks) CHECK(bytes_of(b, "grad-accumulation", false) == -1);
+  }
+}
+
 TEST_CASE("ALiBi under standard attention: the bias copied into the scores and read back by the GEMM", "[graph]") {
   // BLOOM's baddbmm(alibi, q, k^T, beta=1): per layer and micro-batch b, one write and one
   // read of the b x a x s x s scores in 16 bits forward, nothing backward.

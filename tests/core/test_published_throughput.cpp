@@ -14,8 +14,9 @@
 // +10-15%), and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
 // Ampere: BLOOM and MT-NLG run megatron-deepspeed (fp32 gradient accumulation per
 // micro-batch; BF16_Optimizer's fp32 all-reduce after the flush; PipelineEngine's four
-// blocking transfers and re-gather per micro-batch; BLOOM's ALiBi bias) and remain 19-32%
-// optimistic;
+// blocking transfers and re-gather per micro-batch; BLOOM's ALiBi bias; the 0.1 dropout
+// their code ran) and remain 17-30% optimistic (Megatron-LM ran MT-NLG's model on the same
+// 2,240 A100s 1.39x faster: README, Ampere's published rows);
 // OPT-175B (metaseq FSDP) 11%. Blackwell: the GB200 405B row runs its recipe's
 // activation offload (95 layers) on one NIC per GPU (+12%). DeepSeek-V3 on
 // 2,048 H800s is about 5% optimistic with DualPipe (33% pessimistic under 1F1B, which left
@@ -79,8 +80,9 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   // timed near boost clock, as in training steps) the A100's transferred GEMMs got faster
   // and the Megatron-DeepSpeed rows moved back up 4-5 points (26.4%; 25.2% with DeepSpeed's
   // gradient all-reduce after the flush; 24.1% with its pipeline engine's blocking
-  // transfers and re-gather; 23.9% with BLOOM's ALiBi bias): open, issue 13.
-  CHECK(mae["ampere"] <= 0.25);
+  // transfers and re-gather; 23.9% with BLOOM's ALiBi bias; 22.3% with the dropout BLOOM's
+  // and MT-NLG's code ran): open, issue 13.
+  CHECK(mae["ampere"] <= 0.23);
   CHECK(mae["hopper"] <= 0.12);
   // Blackwell 8.6% (12.8% before the GB200 405B row ran its recipe's offload and network).
   CHECK(mae["blackwell"] <= 0.10);

@@ -370,6 +370,23 @@ TEST_CASE("historical Megatron frameworks: what their code could run, and Megatr
   Diagnostics again("canon");
   CHECK(to_json(parse_scenario(to_json(s), again)).dump() == to_json(s).dump());
   CHECK(again.ok());
+  // Megatron's gradient_accumulation_fusion: false only where written, and only for megatron.
+  {
+    json g = base_doc();
+    g["training"]["framework"] = json{{"name", "megatron"}, {"gradient_accumulation_fusion", false}};
+    CHECK(problems_of(g).empty());
+    Diagnostics d1("x.json");
+    const Scenario sg = parse_scenario(g, d1);
+    CHECK_FALSE(sg.training.framework.gradient_accumulation_fusion);
+    CHECK(to_json(sg)["training"]["framework"]["gradient_accumulation_fusion"] == false);
+    Diagnostics d2("canon");
+    CHECK(to_json(parse_scenario(to_json(sg), d2)).dump() == to_json(sg).dump());
+    g["training"]["framework"]["name"] = "megatron-deepspeed";
+    CHECK(has_problem(problems_of(g), "/training/framework/gradient_accumulation_fusion",
+                      "\"gradient_accumulation_fusion\" is a knob of megatron, not of megatron-deepspeed"));
+    g["training"]["framework"] = json{{"name", "megatron"}, {"gradient_accumulation_fusion", 0}};
+    CHECK_FALSE(problems_of(g).empty());
+  }
   // ALiBi: a gpt/moe option, written in the canonical form only when set.
   {
     json a = base_doc();
