@@ -356,3 +356,85 @@ TEST_CASE("serve: the engine's iteration times against its iteration log, and it
   }
   CHECK(runs == 9);
 }
+
+TEST_CASE("serve: the replay against repeated runs of one trace with a cold and a warm JIT cache", "[serving][engine]") {
+  // The same two Poisson traces measured again on another H100 (calibration/serving/
+  // measure_first_shape.py engine, first-shape-2026-11-27/call6 and call7): one process with
+  // an empty CUDA JIT cache (cuDNN's runtime-compiled SDPA kernels JIT-compiled by the
+  // driver on first use, 0.4-0.8 s each), then one with the cache that process left (no
+  // compile). Prints each figure of the committed run and of the two reruns, their spread
+  // ((max - min) / mean), and the replay's error against each. The replay does not model
+  // the JIT (README.md, "First-shape stalls": which shapes need a new kernel is cuDNN's).
+  const nlohmann::json data = read_json_file((kData / "serving-engine-2026-11-26.json").string());
+  const fs::path reruns = kData / "first-shape-2026-11-27";
+  struct Case {
+    std::string model, label, cold, warm;
+  };
+  const std::vector<Case> cases = {{"llama-1b", "rate4", "call6-engine-llama-1b-jit-cold.json", "call6-engine-llama-1b-jit-warm.json"},
+                                   {"llama-8b", "rate4", "call7-engine-llama-8b-jit-cold.json", "call7-engine-llama-8b-jit-warm.json"}};
+  const auto figures = [](const nlohmann::json& requests) {
+    std::vector<double> t, e;
+    for (const auto& q : requests) {
+      const double a = q["arrival_s"].get<double>();
+      t.push_back(q["first_token_s"].get<double>() - a);
+      e.push_back(q["finish_s"].get<double>() - a);
+    }
+    return std::vector<double>{percentile(t, 0.5), percentile(t, 0.9), percentile(e, 0.5), percentile(e, 0.9)};
+  };
+  const char* names[] = {"TTFT p50", "TTFT p90", "E2E p50", "E2E p90"};
+  std::printf("%-9s %-9s | %9s %9s %9s | spread | %9s | err vs committed / cold / warm\n", "model", "figure", "committed",
+              "cold", "warm", "replay");
+  int found = 0;
+  for (const auto& c : cases) {
+    const nlohmann::json* run = nullptr;
+    for (const auto& r : data["runs"])
+      if (r["model"] == c.model && r["label"] == c.label && r.contains("trace")) run = &r;
+    REQUIRE(run);
+    const std::string trace = (kData / "serving-traces" / (*run)["trace"]["file"].get<std::string>()).string();
+    const auto& engine = data["engines"][(*run)["engine"].get<std::size_t>()];
+    Diagnostics diag(trace);
+    ServingScenario s = parse_serving_scenario(engine_scenario(data["models"][c.model], engine, trace), diag);
+    REQUIRE(diag.ok());
+    read_engine_host_cost(s.engine.host);
+    Diagnostics cd(trace);
+    const ClusterModel cl = resolve_cluster(s.cluster, cd);
+    REQUIRE(cd.ok());
+    const sim::ServeResult r = sim::simulate_serving(s, cl);
+    std::vector<double> st, se;
+    for (const auto& rec : r.records) {
+      st.push_back(rec.ttft());
+      se.push_back(rec.e2e());
+    }
+    const std::vector<double> sim_fig = {percentile(st, 0.5), percentile(st, 0.9), percentile(se, 0.5), percentile(se, 0.9)};
+    std::vector<std::vector<double>> measured = {figures((*run)["requests"])};
+    for (const std::string& f : {c.cold, c.warm}) {
+      const nlohmann::json doc = read_json_file((reruns / f).string());
+      const nlohmann::json* rr = nullptr;
+      for (const auto& x : doc["runs"])
+        if (x["label"] == c.label) rr = &x;
+      REQUIRE(rr);
+      REQUIRE((*rr)["requests"].size() == (*run)["requests"].size());  // the same trace
+      measured.push_back(figures((*rr)["requests"]));
+    }
+    for (std::size_t k = 0; k < 4; ++k) {
+      const double scale = k < 2 ? 1e3 : 1;
+      double lo = measured[0][k], hi = lo, sum = 0;
+      for (const auto& m : measured) {
+        lo = std::min(lo, m[k]);
+        hi = std::max(hi, m[k]);
+        sum += m[k];
+      }
+      const double spread = (hi - lo) / (sum / 3);
+      std::printf("%-9s %-9s | %9.2f %9.2f %9.2f | %5.1f%% | %9.2f | %+6.1f%% %+6.1f%% %+6.1f%%\n", c.model.c_str(), names[k],
+                  measured[0][k] * scale, measured[1][k] * scale, measured[2][k] * scale, 100 * spread, sim_fig[k] * scale,
+                  100 * (sim_fig[k] / measured[0][k] - 1), 100 * (sim_fig[k] / measured[1][k] - 1),
+                  100 * (sim_fig[k] / measured[2][k] - 1));
+      // Reached 2026-11-27: at most 22.6 % below the warm-cache rerun (8B E2E p90); the rerun's
+      // host launched the eager forward 10-40 % slower than the committed runs' host, whose
+      // iteration log the host cost is fitted to. A bound that keeps what is reached.
+      CHECK(std::fabs(sim_fig[k] / measured[2][k] - 1) <= 0.25);
+    }
+    ++found;
+  }
+  CHECK(found == 2);
+}
