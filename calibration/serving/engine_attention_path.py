@@ -35,6 +35,8 @@ def main():
     prof = json.load(open(os.path.join(data, prof_name)))
     host = json.load(open(host_path))
     for model, hd in MODELS.items():
+        if model not in host["models"]:  # a calibration of one process holds the models that process ran
+            continue
         sdpa = [r for r in micro["results"] if r["kind"] == "sdpa" and r["hd"] == hd]
         paths = [r for r in micro["results"] if r["kind"] == "path" and r["hd"] == hd and r["kv"] >= 16384]
         rates = [r["kv"] * (8 + 32) * hd * 2 / r["repeat_kv_s"] for r in paths]

@@ -17,6 +17,9 @@ Per model:
            Requests are submitted by the main thread at their arrival times (add_request); the engine's own
            timestamps are recorded. With --rates 'model=r1,r2;...' the listed rates replace single, probe and
            fractions for those models (run indices start at --label-offset).
+  replay   with --replay COMMITTED_JSON: after warmup, single and probe (the inputs of this process's own host fit),
+           the committed Poisson traces (same seeds, checked against the committed requests) in the order
+           --replay-labels lists them, --passes times (labels RUN-passK): the warm ground truth of README.md.
   pressure first model only, after all models, if --pressure-blocks > 0 and time is left: one trace (at most
            --pressure-requests requests) at --pressure-fraction x capacity with a KV cache of only --pressure-blocks
            blocks (max_batch_tokens kept), so that the admission margin and eviction (soft reset) are exercised.
@@ -440,6 +443,8 @@ def provenance(args):
         "cpu": sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
         "cpu_count": os.cpu_count(),
         "python_switch_interval_s": sys.getswitchinterval(),
+        "environment": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE",
+                                                       "OMP_NUM_THREADS")},
         "loadavg_start": sh("cat /proc/loadavg"),
         "gpu_clocks_start": sh("nvidia-smi -i 0 --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw "
                                "--format=csv,noheader"),
@@ -527,6 +532,16 @@ def main():
                     help="explicit rates per model, e.g. 'llama-1b=8,16;llama-8b=2.5,5': no single/probe runs for "
                          "those models, labels and seeds start at --label-offset")
     ap.add_argument("--label-offset", type=int, default=0)
+    ap.add_argument("--replay", default=None,
+                    help="a committed serving-engine JSON: after warm-up, single and probe runs (the host fit's "
+                         "inputs), replay its Poisson traces (same seeds, checked) instead of new fractions")
+    ap.add_argument("--replay-labels", default="",
+                    help="with --replay: which runs per model, e.g. 'llama-1b=rate0,rate2;llama-8b=rate4' "
+                         "(default: all of the model's traces)")
+    ap.add_argument("--passes", type=int, default=1,
+                    help="with --replay: replay the traces this many times in one process, pass after pass (labels "
+                         "RUN-passK); the first pass meets every new attention shape, later passes run with the "
+                         "kernels already built (calibration/serving/README.md, warm ground truth)")
     ap.add_argument("--merge", nargs="+", default=None,
                     help="merge the serving-engine.json (and -iterations.json) of several calls into --out-dir, "
                          "with --date in the file names (no torch)")
@@ -613,6 +628,31 @@ def main():
 
     print(json.dumps({k: doc["provenance"][k] for k in ("gpu_name", "nvidia_smi", "torch", "transformers")}),
           flush=True)
+    replay_doc = json.load(open(args.replay)) if args.replay else None
+    wanted = {}
+    for part in filter(None, args.replay_labels.split(";")):
+        m, r = part.split("=")
+        wanted[m.strip()] = [v.strip() for v in r.split(",") if v.strip()]
+
+    def replay_runs(model_name):
+        """(label, trace metadata) of the committed Poisson runs of one model, each trace checked against its seed, in
+        the order --replay-labels lists them (a process's first trace can thus serve to build the attention kernels
+        that the later ones reuse)."""
+        out = []
+        for run in replay_doc["runs"]:
+            if run.get("model") != model_name or run.get("kind") != "poisson" or "trace" not in run:
+                continue
+            if model_name in wanted and run["label"] not in wanted[model_name]:
+                continue
+            t = run["trace"]
+            rows = make_trace(t["seed"], t["rate_rps"], t["requests"], t["prompt_range"], t["output_range"])
+            if rows != [(q["planned_arrival_s"], q["prompt_tokens"], q["output_tokens"]) for q in run["requests"]]:
+                sys.exit("%s: trace of %s %s does not match its seed" % (args.replay, model_name, run["label"]))
+            out.append((run["label"], t))
+        if model_name in wanted:
+            out.sort(key=lambda lt: wanted[model_name].index(lt[0]))
+        return out
+
     engine_id = 0
     capacities = {}
     explicit = {}
@@ -644,6 +684,25 @@ def main():
             base = args.seed + 1000 * mi
             warm = make_trace(base, 1000.0, args.warmup, args.prompt_range, args.output_range)
             do_run(manager, settings, name, vocab, "warmup", "warmup", warm, base)
+            if args.replay:
+                # The prelude's single and probe runs give this process's own host fit (fit_engine_host.py).
+                for i in range(args.single):
+                    do_run(manager, settings, name, vocab, "single%d" % i, "single",
+                           [(0.0, args.single_prompt, args.single_output)], base + 10 + i)
+                probe_rows = [(0.0, p, d) for _, p, d in make_trace(base + 20, 1.0, args.probe, args.prompt_range,
+                                                                      args.output_range)]
+                do_run(manager, settings, name, vocab, "probe", "probe", probe_rows, base + 20)
+                for k in range(1, args.passes + 1):
+                    for label, meta in replay_runs(name):
+                        rows = make_trace(meta["seed"], meta["rate_rps"], meta["requests"], meta["prompt_range"],
+                                          meta["output_range"])
+                        run = do_run(manager, settings, name, vocab, "%s-pass%d" % (label, k), "poisson", rows,
+                                     meta["seed"], dict(meta))
+                        if run is not None:
+                            run["replay_of"] = label
+                            run["pass"] = k
+                            save()
+                continue
             if name in explicit:
                 for j, rate in enumerate(explicit[name]):
                     fi = args.label_offset + j
