@@ -44,8 +44,34 @@ double percentile(std::vector<double> v, double q) {
 // The serving scenario of the measured engine for one run: the builder `db import-serving`
 // stores with each measured run (runner/serving_import), so the replay here and the stored
 // comparison are the same scenario.
+const std::string kHost = (kData / "serving-engine-host-2026-11-26.json").string();
 nlohmann::json engine_scenario(const nlohmann::json& model, const nlohmann::json& engine, const std::string& trace) {
-  return runner::engine_scenario(model, engine, trace, (kData / "serving-engine-host-2026-11-26.json").string());
+  return runner::engine_scenario(model, engine, trace, kHost);
+}
+
+// `clustersim serve` of one measured trace with the engine's recorded settings and a host
+// calibration file: each request's TTFT and end-to-end latency, in the trace's order.
+struct Replayed {
+  std::vector<double> ttft, e2e;
+};
+Replayed replay_trace(const nlohmann::json& model, const nlohmann::json& engine, const std::string& trace,
+                      const std::string& host_file) {
+  REQUIRE(fs::is_regular_file(trace));
+  Diagnostics diag(trace);
+  ServingScenario s = parse_serving_scenario(runner::engine_scenario(model, engine, trace, host_file), diag);
+  INFO((diag.ok() ? std::string() : diag.problems()[0].to_string()));
+  REQUIRE(diag.ok());
+  read_engine_host_cost(s.engine.host);
+  Diagnostics cd(trace);
+  const ClusterModel c = resolve_cluster(s.cluster, cd);
+  REQUIRE(cd.ok());
+  const sim::ServeResult r = sim::simulate_serving(s, c);
+  Replayed out;
+  for (const auto& rec : r.records) {
+    out.ttft.push_back(rec.ttft());
+    out.e2e.push_back(rec.e2e());
+  }
+  return out;
 }
 }  // namespace
 
@@ -61,27 +87,15 @@ TEST_CASE("serve: transformers-fifo replays the measured engine's Poisson traces
     // have no trace).
     if (run.value("kind", "") != "poisson" || !run.contains("trace") || !run["trace"].is_object()) continue;
     const std::string trace = (kData / "serving-traces" / run["trace"]["file"].get<std::string>()).string();
-    REQUIRE(fs::is_regular_file(trace));
     const auto& engine = data["engines"][run["engine"].get<std::size_t>()];
-    Diagnostics diag(trace);
-    ServingScenario s = parse_serving_scenario(engine_scenario(data["models"][model], engine, trace), diag);
-    INFO((diag.ok() ? std::string() : diag.problems()[0].to_string()));
-    REQUIRE(diag.ok());
-    read_engine_host_cost(s.engine.host);
-    Diagnostics cd(trace);
-    const ClusterModel c = resolve_cluster(s.cluster, cd);
-    REQUIRE(cd.ok());
-    const sim::ServeResult r = sim::simulate_serving(s, c);
+    const Replayed r = replay_trace(data["models"][model], engine, trace, kHost);
+    const std::vector<double>&st = r.ttft, &se = r.e2e;
 
-    std::vector<double> mt, me, st, se;
+    std::vector<double> mt, me;
     for (const auto& q : run["requests"]) {
       const double a = q["arrival_s"].get<double>();
       mt.push_back(q["first_token_s"].get<double>() - a);
       me.push_back(q["finish_s"].get<double>() - a);
-    }
-    for (const auto& rec : r.records) {
-      st.push_back(rec.ttft());
-      se.push_back(rec.e2e());
     }
     REQUIRE(st.size() == mt.size());
     const auto cell = [&](const std::vector<double>& m, const std::vector<double>& v, double q, double scale) {
@@ -394,19 +408,8 @@ TEST_CASE("serve: the replay against repeated runs of one trace with a cold and 
     REQUIRE(run);
     const std::string trace = (kData / "serving-traces" / (*run)["trace"]["file"].get<std::string>()).string();
     const auto& engine = data["engines"][(*run)["engine"].get<std::size_t>()];
-    Diagnostics diag(trace);
-    ServingScenario s = parse_serving_scenario(engine_scenario(data["models"][c.model], engine, trace), diag);
-    REQUIRE(diag.ok());
-    read_engine_host_cost(s.engine.host);
-    Diagnostics cd(trace);
-    const ClusterModel cl = resolve_cluster(s.cluster, cd);
-    REQUIRE(cd.ok());
-    const sim::ServeResult r = sim::simulate_serving(s, cl);
-    std::vector<double> st, se;
-    for (const auto& rec : r.records) {
-      st.push_back(rec.ttft());
-      se.push_back(rec.e2e());
-    }
+    const Replayed r = replay_trace(data["models"][c.model], engine, trace, kHost);
+    const std::vector<double>&st = r.ttft, &se = r.e2e;
     const std::vector<double> sim_fig = {percentile(st, 0.5), percentile(st, 0.9), percentile(se, 0.5), percentile(se, 0.9)};
     std::vector<std::vector<double>> measured = {figures((*run)["requests"])};
     for (const std::string& f : {c.cold, c.warm}) {
@@ -442,33 +445,6 @@ TEST_CASE("serve: the replay against repeated runs of one trace with a cold and 
 }
 
 namespace {
-// The replay of one trace with the engine settings and host fit of the process that ran it.
-struct WarmReplay {
-  std::vector<double> ttft, e2e;
-};
-WarmReplay replay_warm(const fs::path& dir, const nlohmann::json& committed, const nlohmann::json& proc,
-                       const std::string& model, const std::string& trace_file) {
-  const std::string trace = (kData / "serving-traces" / trace_file).string();
-  REQUIRE(fs::is_regular_file(trace));
-  const nlohmann::json doc = runner::engine_scenario(committed["models"][model], proc["engines"][model], trace,
-                                                     (dir / proc["host_file"].get<std::string>()).string());
-  Diagnostics diag(trace);
-  ServingScenario s = parse_serving_scenario(doc, diag);
-  INFO((diag.ok() ? std::string() : diag.problems()[0].to_string()));
-  REQUIRE(diag.ok());
-  read_engine_host_cost(s.engine.host);
-  Diagnostics cd(trace);
-  const ClusterModel c = resolve_cluster(s.cluster, cd);
-  REQUIRE(cd.ok());
-  const sim::ServeResult r = sim::simulate_serving(s, c);
-  WarmReplay w;
-  for (const auto& rec : r.records) {
-    w.ttft.push_back(rec.ttft());
-    w.e2e.push_back(rec.e2e());
-  }
-  return w;
-}
-
 struct ErrorTally {
   std::vector<double> errors;
   void print(const char* what) const {
@@ -513,7 +489,9 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
     for (const auto& r : proc["runs"]) {
       if (r["order"].get<int>() < 1 || r["pass"].get<int>() != 1) continue;
       const std::string model = r["model"], label = r["replay_of"];
-      const WarmReplay w = replay_warm(dir, committed, proc, model, r["trace_file"]);
+      const Replayed w = replay_trace(committed["models"][model], proc["engines"][model],
+                                      (kData / "serving-traces" / r["trace_file"].get<std::string>()).string(),
+                                      (dir / proc["host_file"].get<std::string>()).string());
       const std::string c1 = err_cell(r["ttft_s"][0], percentile(w.ttft, 0.5), 1e3, steady),
                         c2 = err_cell(r["ttft_s"][1], percentile(w.ttft, 0.9), 1e3, steady),
                         c3 = err_cell(r["e2e_s"][0], percentile(w.e2e, 0.5), 1, steady),
@@ -537,7 +515,9 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
     for (const auto& [key, passes] : by_trace) {
       if (passes.size() < 3) continue;  // a steady process's first trace, run once
       const auto& [model, label] = key;
-      const WarmReplay w = replay_warm(dir, committed, proc, model, (*passes.front())["trace_file"]);
+      const Replayed w = replay_trace(committed["models"][model], proc["engines"][model],
+                                      (kData / "serving-traces" / (*passes.front())["trace_file"].get<std::string>()).string(),
+                                      (dir / proc["host_file"].get<std::string>()).string());
       const auto cell = [&](const char* field, int idx, const std::vector<double>& sim_values, double q, double scale) {
         double first = 0, lo = 1e300, hi = 0, sum = 0;
         int warm = 0;
