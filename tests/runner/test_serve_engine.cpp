@@ -447,6 +447,8 @@ TEST_CASE("serve: the replay against repeated runs of one trace with a cold and 
 namespace {
 struct ErrorTally {
   std::vector<double> errors;
+  double median() const { return percentile(errors, 0.5); }
+  double max() const { return *std::max_element(errors.begin(), errors.end()); }
   void print(const char* what) const {
     std::vector<double> e = errors;
     std::sort(e.begin(), e.end());
@@ -547,4 +549,10 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
   std::printf("spread of two warm passes of one trace: median %.1f%%, max %.1f%%\n", 100 * percentile(spreads, 0.5),
               100 * spreads.back());
   CHECK(steady_traces.size() == 9);
+  // Reached 2026-11-27 (steady median 7.5 %, max 26.7 %); the issue's goal is 10 % on every
+  // figure, below the engine's own repeatability (the spread printed above). The bounds
+  // keep what is reached, so a change that makes the replay worse fails.
+  CHECK(steady.median() <= 0.08);
+  CHECK(steady.max() <= 0.30);
+  CHECK(repeat.median() <= 0.08);
 }
