@@ -376,6 +376,14 @@ void read_engine_host_cost(EngineHostCost& h) {
   };
   terms("prepare_update", h.prepare_update);
   terms("launch", h.launch);
+  if (m.contains("built_graph_launch_saving_s")) {
+    const auto& v = m["built_graph_launch_saving_s"];
+    const std::string path = "/models/" + h.model + "/built_graph_launch_saving_s";
+    if (!v.is_number()) diag.error(path, "expected a number of seconds");
+    else if (h.built_graph_saving = v.get<double>(); !std::isfinite(h.built_graph_saving) || h.built_graph_saving < 0 ||
+                                                     h.built_graph_saving > 10)
+      diag.error(path, fmt::format("expected 0 to 10 s, got {}", h.built_graph_saving));
+  }
   if (m.contains("attention_path")) read_attention_path(m["attention_path"], "/models/" + h.model + "/attention_path",
                                                         h.attention, diag);
   diag.throw_if_errors();
@@ -410,6 +418,8 @@ nlohmann::json to_json(const ServingScenario& s) {
                                        {"model", s.engine.host.model},
                                        {"prepare_update", terms(s.engine.host.prepare_update)},
                                        {"launch", terms(s.engine.host.launch)}};
+    if (s.engine.host.built_graph_saving > 0)
+      j["engine"]["host_calibration"]["built_graph_launch_saving_s"] = s.engine.host.built_graph_saving;
     if (const auto& a = s.engine.host.attention; a.enabled) {
       json points = json::array();
       for (const auto& p : a.sdpa) points.push_back(json::array({p.q, p.kv, p.time}));

@@ -67,6 +67,10 @@ struct EngineHostCost {
   std::string file, model;  // the calibration file and its model entry
   HostTerms prepare_update, launch;
   EngineAttentionPath attention;  // when the file has the model's attention_path
+  // What the launch saves when the batch's attention shape was met before in the process
+  // and cuDNN looks its graph up (built_graph_launch_saving_s: a lone request's slow launch
+  // less that of its exact repeats); 0 when the file has none (then the graph build).
+  Seconds built_graph_saving = 0;
 };
 
 struct EngineSpec {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 #include <queue>
+#include <unordered_set>
 #include <simgrid/s4u.hpp>
 
 #include "sim/child.hpp"
@@ -40,6 +41,9 @@ struct Replica {
   Seconds iter_start = 0, iter_end = 0;
   double iter_blocks = 0;
   i64 iter_record = -1;
+  // The attention shapes whose cuDNN graphs this replica's engine process has built
+  // (BatchTimeModel::graph_key): a shape met again skips the build.
+  std::unordered_set<std::uint64_t> graphs;
 };
 
 struct Event {
@@ -484,7 +488,8 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
       r.busy = false;
       return;
     }
-    const BatchTime bt = r.model->time(shape);
+    const std::uint64_t key = r.model->graph_key(shape);
+    const BatchTime bt = r.model->time(shape, key != 0 && !r.graphs.insert(key).second);
     // Swapping moves blocks over PCIe before the forward runs.
     const Seconds swap = swap_blocks > 0 ? double(swap_blocks) * block_bytes / cluster.gpu.pcie_bandwidth : 0.0;
     const Seconds dur = bt.total + swap;

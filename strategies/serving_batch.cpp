@@ -230,7 +230,24 @@ Seconds BatchTimeModel::measured_packed_attention_layer(double q, double kv_tota
   return t + sdpa_table_->time(heads_gpu_, static_cast<i64>(q), kv_total);
 }
 
-BatchTime BatchTimeModel::time(const BatchShape& b) const {
+namespace {
+// The keys the engine's attention reads in one batch: every decode's context and every
+// prefill chunk's past and new tokens (the engine's read indices, ENGINE.md section 1).
+double kv_total(const BatchShape& b) {
+  double kv = b.decode_context;
+  for (const auto& p : b.prefills) kv += double(p.context + p.tokens);
+  return kv;
+}
+}  // namespace
+
+std::uint64_t BatchTimeModel::graph_key(const BatchShape& b) const {
+  const i64 T = b.tokens();
+  if (!engine_.host.enabled || !sdpa_table_ || T <= 0) return 0;
+  const auto kv = static_cast<std::uint64_t>(std::llround(kv_total(b)));
+  return (static_cast<std::uint64_t>(T) << 40) | (kv & ((std::uint64_t(1) << 40) - 1));
+}
+
+BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached) const {
   BatchTime r;
   const i64 T = b.tokens();
   if (T <= 0) return r;
@@ -278,14 +295,12 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
     // A measured engine's calibrated host cost: prepare the batch, launch the eager
     // forward (the GPU runs behind the launches), wait for the GPU, update the requests;
     // nothing overlaps with the next iteration (ENGINE.md section 1).
-    double prefill_tokens = 0, kv_tokens = b.decode_context;
-    for (const auto& p : b.prefills) {
-      prefill_tokens += double(p.tokens);
-      kv_tokens += double(p.context + p.tokens);
-    }
+    double prefill_tokens = 0;
+    for (const auto& p : b.prefills) prefill_tokens += double(p.tokens);
+    const double kv_tokens = kv_total(b);
     const double requests = double(b.decodes) + double(b.prefills.size());
     const Seconds prep = engine_.host.prepare_update.at(requests, prefill_tokens, kv_tokens);
-    const Seconds launch = engine_.host.launch.at(requests, prefill_tokens, kv_tokens);
+    Seconds launch = engine_.host.launch.at(requests, prefill_tokens, kv_tokens);
     Seconds stall = 0;
     if (sdpa_table_) {
       // The mask, filled on the GPU while the batch is prepared: -inf over [Q, Q + KV_total]
@@ -299,6 +314,16 @@ BatchTime BatchTimeModel::time(const BatchShape& b) const {
       // while the GPU has only the first layer's projections queued: the GPU work cannot
       // overlap it.
       stall = engine_.host.attention.graph_build;
+      // A shape built before in this process is a lookup: the GPU does not wait for a
+      // build, and the launch is shorter by what the engine's exact repeats of a lone
+      // request measured (its fast-mode iterations: 12-15 ms of launch for the 1B against
+      // 51-54 ms; calibration/serving/fit_engine_host.py), or by the build itself where
+      // the file has no such figure.
+      if (graph_cached) {
+        const Seconds saving = engine_.host.built_graph_saving > 0 ? engine_.host.built_graph_saving : stall;
+        launch = std::max(0.0, launch - saving);
+        stall = 0;
+      }
     }
     r.host = prep + launch;
     r.calibrated_host = true;

@@ -121,7 +121,15 @@ class BatchTimeModel {
   BatchTimeModel(const BatchTimeModel&) = delete;
   BatchTimeModel& operator=(const BatchTimeModel&) = delete;
 
-  BatchTime time(const BatchShape& batch) const;
+  // `graph_cached`: cuDNN already built the SDPA graph of this batch's attention shape in
+  // this engine process (graph_key), so the iteration pays no graph build (the measured
+  // engine's calibrated host path only; elsewhere it changes nothing).
+  BatchTime time(const BatchShape& batch, bool graph_cached = false) const;
+  // The attention shape whose cuDNN SDPA graph the measured engine builds on the first
+  // call for it (ENGINE.md; PyTorch keeps the built graphs per process, keyed by shape):
+  // the batch's query and key counts (Q, KV_total) packed into one key, or 0 when the
+  // model charges no graph build (no measured attention path).
+  std::uint64_t graph_key(const BatchShape& batch) const;
   // What the iteration `t` (from time()) takes when its GPU part takes `gpu` instead of
   // t.gpu (the simulator's flows for the pipeline sends): the host rule time() applies.
   Seconds finish_with_gpu(const BatchTime& t, Seconds gpu) const;

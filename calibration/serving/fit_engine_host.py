@@ -15,6 +15,11 @@ iterations pay cuBLAS and kernel initialisation, ENGINE.md section 5), and repor
 Poisson traces (held out). A term whose coefficient comes out negative is dropped and
 the rest refitted (a negative cost per token has no physical meaning).
 
+built_graph_launch_saving_s: the median launch of the slow lone request (single0, every
+shape new) less that of the fast ones (single1/single2, which repeat single0's shapes, so
+that cuDNN looks every SDPA graph up instead of building it): what a launch saves when its
+attention shape was met before in the process.
+
 The engine's fixed host cost is bimodal (README.md): in ~5 % of the iterations the
 launch dropped to the single-threaded eager floor (12-14 ms 1B, 24-28 ms 8B). Those
 iterations are excluded from the fit by a threshold halfway between the median launch
@@ -135,6 +140,9 @@ def main():
         cl, dl = fit(xs, launch)
         hx, hp, hl = sets["held_out"]
         result["models"][model] = {
+            # What a lone request's launch loses once cuDNN has built its attention graphs:
+            # single1/single2 repeat single0's shapes exactly (every iteration a lookup).
+            "built_graph_launch_saving_s": med["single0"] - fast,
             "prepare_update": dict(zip(TERMS, cp)),
             "launch": dict(zip(TERMS, cl)),
             "dropped_terms": {"prepare_update": dp, "launch": dl},
