@@ -263,10 +263,11 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
         const auto* g = gr.object(key, false);
         if (!g) continue;
         const std::string base = "/calibration/gemm/" + key;
-        ObjectReader dr(*g, base, diag, {"gemm_max", "k_half", "points"});
+        ObjectReader dr(*g, base, diag, {"gemm_max", "k_half", "ceiling", "points"});
         auto& c = p.calibration.gemm[static_cast<std::size_t>(t)];
         c.gemm_max = dr.number("gemm_max", 0.01, 1.0).value_or(0);
         c.k_half = dr.number("k_half", 0.0, 1e6).value_or(0);
+        c.ceiling = dr.number("ceiling", 0.01, 1.0, false).value_or(0);
         const auto* pts = dr.get("points");
         if (!pts || !pts->is_array()) {
           diag.error(base + "/points", "expected an array of [batch, m, n, k, time ratio]");
@@ -393,6 +394,7 @@ nlohmann::json to_json(const GpuProfile& p) {
         pts.push_back({std::round(std::exp2(pt.log_batch)), std::round(std::exp2(pt.log_m)), std::round(std::exp2(pt.log_n)),
                        std::round(std::exp2(pt.log_k)), std::exp(pt.log_ratio)});
       gemm[std::string(to_string(t))] = {{"gemm_max", c.gemm_max}, {"k_half", c.k_half}, {"points", pts}};
+      if (c.ceiling > 0) gemm[std::string(to_string(t))]["ceiling"] = c.ceiling;
     }
     doc["calibration"] = {{"source", p.calibration.source}, {"provenance", p.calibration.provenance}, {"gemm", gemm}};
     const auto& a = p.calibration.attention;

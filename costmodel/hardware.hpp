@@ -61,6 +61,10 @@ struct Efficiency {
 struct GemmCalibration {
   double gemm_max = 0;  // 0: not calibrated for this dtype
   double k_half = 0;
+  // The best fraction of peak a published sweep of shapes reached on this GPU (a
+  // transferred profile's maximum achievable matmul FLOPS over the datasheet peak): no
+  // shape runs faster. 0: none (a calibrated profile's own measurements bound it).
+  double ceiling = 0;
   struct Point {
     double log_batch, log_m, log_n, log_k;  // log2 of the shape
     double log_ratio;                      // log(measured time / parametric time)

@@ -1,7 +1,9 @@
 // GEMM model: cuBLAS-like kernels tile C into thread-block tiles and run them in waves
 // over the SMs. Efficiency = gemm_max x (best tile: tile quality x fraction of the
 // last wave and of padded tiles doing useful work) x K / (K + k_half). The profile's
-// gemm_max and k_half are defaults until calibration fits them from measurements.
+// gemm_max and k_half are defaults until calibration fits them from measurements. A
+// transferred profile's GEMMs never exceed the best rate a published shape sweep
+// reached on that GPU (its calibration's ceiling).
 #include "costmodel/kernels.hpp"
 
 #include <algorithm>
@@ -101,7 +103,9 @@ double KernelModel::gemm_efficiency(std::int64_t batch, std::int64_t m, std::int
   const double k_half = cal.calibrated() ? cal.k_half : gpu_.efficiency.gemm_k_half;
   const double kf = double(k) / (double(k) + k_half);
   const double parametric = gemm_max * tile_utilisation(gpu_.sms, batch, m, n) * kf;
-  return cal.calibrated() ? parametric / correction(cal, batch, m, n, k) : parametric;
+  if (!cal.calibrated()) return parametric;
+  const double eff = parametric / correction(cal, batch, m, n, k);
+  return cal.ceiling > 0 ? std::min(eff, cal.ceiling) : eff;
 }
 
 Seconds KernelModel::gemm_kernel(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k, DType dtype) const {

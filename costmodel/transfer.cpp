@@ -28,6 +28,11 @@ double published_fraction_ratio(const PublishedPair& pair, double target_peak, d
   return (pair.target / target_peak) / (pair.reference / reference_peak);
 }
 
+double published_ceiling(const PublishedPair& pair, double target_peak) {
+  if (!pair.present() || target_peak <= 0) return 0.0;
+  return capped(pair.target / target_peak);
+}
+
 double per_sm_throughput_ratio(const GpuProfile& target, const GpuProfile& reference, DType t) {
   const double tp = target.peak(t), rp = reference.peak(t);
   if (tp <= 0 || rp <= 0 || target.sms <= 0 || reference.sms <= 0) return 1.0;
@@ -51,12 +56,15 @@ GpuProfile transfer_profile(const GpuProfile& ref, const GpuProfile& target, std
     const auto& rc = ref.calibration.gemm[dt(t)];
     if (!rc.calibrated() || target.peak(t) <= 0) continue;
     auto& c = p.calibration.gemm[dt(t)];
-    const double ratio = published_fraction_ratio(gemm_pair(spec, t), target.peak(t), ref.peak(t));
+    const PublishedPair& pair = gemm_pair(spec, t);
+    const double ratio = published_fraction_ratio(pair, target.peak(t), ref.peak(t));
     c.gemm_max = capped(rc.gemm_max * ratio);
     c.k_half = rc.k_half * per_sm_throughput_ratio(target, ref, t);
     c.points = rc.points;
-    note(fmt::format("gemm {}: max {:.3f} (reference {:.3f} x published ratio {:.3f}), k_half {:.0f} (reference {:.0f})",
-                     to_string(t), c.gemm_max, rc.gemm_max, ratio, c.k_half, rc.k_half));
+    c.ceiling = published_ceiling(pair, target.peak(t));
+    note(fmt::format("gemm {}: max {:.3f} (reference {:.3f} x published ratio {:.3f}), k_half {:.0f} (reference {:.0f}), "
+                     "ceiling {:.3f}",
+                     to_string(t), c.gemm_max, rc.gemm_max, ratio, c.k_half, rc.k_half, c.ceiling));
   }
   // The uncalibrated-dtype default follows the 16-bit tensor-core figure.
   const DType half = target.peak_bf16 > 0 ? DType::bf16 : DType::fp16;

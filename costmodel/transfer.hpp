@@ -12,6 +12,14 @@
 //       = reference's calibrated fraction x (published fraction on the target /
 //         published fraction on the reference), both from the same public benchmark;
 //         1 when nobody published the pair (the reference's fraction is kept).
+//   GEMM ceiling (per dtype) = the target's published rate / its datasheet peak: the
+//       published figure is the best a sweep of shapes reached (Bekman's maximum
+//       achievable matmul FLOPS), so no shape may run faster. The reference's curve,
+//       moved by the ratio above, keeps residuals by shape that its own measurements
+//       (cuBLASLt's top heuristic, back to back) put above its published maximum, and
+//       on a GPU with fewer, slower SMs the K-loop and wave terms lift the curve further:
+//       without the ceiling the A100 reached 95.5% of peak at 16384x4096x2048 where the
+//       sweep found at best 86.9%. 0 (no ceiling) when nobody published the figure.
 //   GEMM k_half (K at which the K-loop prologue costs half the rate)
 //       scales with tensor-core throughput per SM: the prologue takes the same time,
 //       and a faster SM needs a longer K loop to hide it.
@@ -40,6 +48,10 @@ GpuProfile transfer_profile(const GpuProfile& reference, const GpuProfile& targe
 // The ratio of achievable fractions of peak that a published pair implies:
 // (target_rate / target_peak) / (reference_rate / reference_peak); 1 when absent.
 double published_fraction_ratio(const PublishedPair& pair, double target_peak, double reference_peak);
+
+// The best fraction of its peak a GEMM may reach on the target: target_rate / target_peak
+// of the published pair (capped below 1); 0 when absent.
+double published_ceiling(const PublishedPair& pair, double target_peak);
 
 // Tensor-core throughput per SM of the target over the reference's, for one dtype.
 double per_sm_throughput_ratio(const GpuProfile& target, const GpuProfile& reference, DType t);
