@@ -72,6 +72,7 @@ struct Dims {
   bool bias_adds;    // megatron-2019: bias added after each GEMM
   bool fp32_logits;  // megatron-2019: fp32 logits, unfused cross entropy
   bool dtp = false;  // pytorch-tp: DTensor projections (GraphStyle::dtensor_projections)
+  bool te_ce = false;  // GraphStyle::te_cross_entropy
   double g = 2;      // saved weight-GEMM input element size (GraphStyle::gemm_input_saved_bytes)
   i64 T() const { return B * S; }
   double TH() const { return double(B) * S * H; }
@@ -562,6 +563,7 @@ double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::s
   colwise_entry(ops, prefix + "logits-f", d, d.TH() * d.r, false);
   const double logits = double(d.T()) * d.V;
   ops.push_back(matmul(prefix + "logits", 1, d.T(), d.V, d.H, true, Split::column, logits_params, 0));
+  ops.back().compute_precision_gemm = true;
   ops.push_back(saved_marker(prefix + "logits-input-saved", Split::seq, d.TH() * d.e));
   if (d.fp32_logits) {
     // megatron-2019: FP16_Module casts the logits to fp32 (read 2, write 4 per element;
@@ -584,6 +586,19 @@ double output_head(std::vector<Op>& ops, const Dims& d, bool llama, const std::s
     ops.back().role = OpRole::row_reduction;
     ops.back().loss_parallel = d.dtp;
     return 3 * logits * d.e;
+  }
+  if (d.te_ce) {
+    // Transformer Engine's parallel_cross_entropy (GraphStyle::te_cross_entropy): forward
+    // the online softmax reads the logits, then the loss kernel reads them again and writes
+    // their gradient in place; backward scales it in place (read and write). It keeps the
+    // 16-bit logits (holding the gradient) and allocates nothing for backward.
+    ops.push_back(memory_op(prefix + "cross-entropy", Split::column, 3 * logits * d.e, 2 * logits * d.e, logits * d.e));
+    ops.back().memory_kind = MemoryKind::softmax;
+    ops.back().role = OpRole::row_reduction;
+    ops.back().kernels = 2;
+    ops.back().backward_kernels = 1;
+    ops.back().loss_parallel = d.dtp;
+    return 0;
   }
   // Megatron's vocab-parallel cross entropy in fp32: read logits, write and keep the
   // fp32 softmax.
@@ -635,7 +650,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   Dims d{micro_batch,          m.seq_len,          m.hidden,          m.heads,     m.kv_heads,
          m.head_dim(),         m.ffn_hidden,       m.vocab,           e,           m.dropout,
          style.residual_bytes, style.autocast_casts, style.eager,     style.unfused_score_mask,
-         style.bias_add_kernels, style.fp32_logits, style.dtensor_projections};
+         style.bias_add_kernels, style.fp32_logits, style.dtensor_projections, style.te_cross_entropy};
   d.g = style.gemm_input_saved_bytes > 0 ? style.gemm_input_saved_bytes : e;
   ModelGraph g;
   g.micro_batch = micro_batch;
@@ -876,6 +891,15 @@ double ModelGraph::fwd_flops() const {
   return f;
 }
 
+DType gemm_dtype(const Op& op, DType compute, DType weight_gemm) {
+  return op.weight && !op.compute_precision_gemm ? weight_gemm : compute;
+}
+
+double fp8_cast_params(const Op& op, DType compute, DType weight_gemm) {
+  const bool cast = op.kind == OpKind::matmul && compute != DType::fp8 && gemm_dtype(op, compute, weight_gemm) == DType::fp8;
+  return cast ? op.params : 0.0;
+}
+
 GraphStyle graph_style(const TrainingSpec& t) {
   GraphStyle s = graph_style(t.precision);
   switch (t.framework.name) {
@@ -896,6 +920,7 @@ GraphStyle graph_style(const TrainingSpec& t) {
       // autograd adds into the 16-bit .grad: read 2 + 2, write 2.
       if (!t.framework.gradient_accumulation_fusion)
         s.grad_accumulation_bytes = t.precision == Precision::mixed_bf16 ? 10.0 : 6.0;
+      s.te_cross_entropy = t.framework.cross_entropy == CrossEntropyImpl::te;
       break;
     case Framework::megatron_deepspeed:
       // bf16: BF16_Optimizer.update_hp_grads (deepspeed/runtime/bf16_optimizer.py), called

@@ -88,6 +88,12 @@ struct Op {
   // attention: bytes of its keys and values together (what context parallelism's ring
   // passes from GPU to GPU); the queries and the output make up the rest of fwd_bytes.
   double kv_bytes = 0;
+  // A weight GEMM outside Transformer Engine's modules, which mixed-fp8 leaves in the
+  // compute precision (no fp8 GEMM, no cached fp8 weight): Megatron-Core's output layer is
+  // its own tensor_parallel.ColumnParallelLinear, not a TE module
+  // (megatron/core/models/gpt/gpt_model.py, GPTModel.__init__, core_r0.14.0); DeepSeek-V3
+  // keeps its output head in BF16 too (arXiv 2412.19437, sec. 3.3.1).
+  bool compute_precision_gemm = false;
 
   double fwd_flops() const;  // FLOPs of the forward pass (0 for memory-bound ops)
   double bwd_flops() const;  // FLOPs of the backward pass
@@ -146,6 +152,14 @@ struct GraphStyle {
   bool unfused_score_mask = false;
   bool bias_add_kernels = false;
   bool fp32_logits = false;
+  // Transformer Engine's fused cross entropy (Megatron-Core's cross_entropy_loss_fusion with
+  // cross_entropy_fusion_impl "te": training.framework cross_entropy "te"). TE's
+  // parallel_cross_entropy (transformer_engine/pytorch/cross_entropy.py and
+  // triton/cross_entropy.py, v2.7) runs an online-softmax pass over the 16-bit logits, then a
+  // kernel that writes the loss and the logits' gradient into the logits tensor itself,
+  // which is all it saves; backward scales that gradient in place by the loss's gradient.
+  // No fp32 softmax is kept and no separate gradient allocated.
+  bool te_cross_entropy = false;
   // PyTorch before 1.5 (megatron-2019 runs 1.1): TensorIterator's GPU loop computes each
   // element's address, loads, computes and stores it one element per thread at a time,
   // with neither vectorized loads nor loads hoisted ahead of the stores (pytorch/pytorch
@@ -174,6 +188,12 @@ struct GraphStyle {
   double gemm_input_saved_bytes = 0;
 };
 GraphStyle graph_style(Precision p);
+// The element type of an op's GEMM: a weight GEMM runs in `weight_gemm` (fp8 under
+// mixed-fp8) unless it is compute_precision_gemm; every other GEMM in `compute`.
+DType gemm_dtype(const Op& op, DType compute, DType weight_gemm);
+// Of an op's parameters, those whose GEMM runs in fp8 while the compute type is wider:
+// the weights Transformer Engine caches an fp8 copy of.
+double fp8_cast_params(const Op& op, DType compute, DType weight_gemm);
 // The precision's style with the framework's kernels (training.framework).
 GraphStyle graph_style(const TrainingSpec& t);
 // GraphStyle::scalar_elementwise of a framework (megatron-2019: PyTorch 1.1), and the

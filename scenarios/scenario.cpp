@@ -60,6 +60,8 @@ constexpr NameTable<ElementType, 3> element_type_names{
     {{ElementType::fp32, "fp32"}, {ElementType::bf16, "bf16"}, {ElementType::fp16, "fp16"}}};
 constexpr NameTable<CpAlgorithm, 2> cp_algorithm_names{
     {{CpAlgorithm::ring, "ring"}, {CpAlgorithm::all_to_all, "all-to-all"}}};
+constexpr NameTable<CrossEntropyImpl, 2> cross_entropy_names{
+    {{CrossEntropyImpl::native, "native"}, {CrossEntropyImpl::te, "te"}}};
 constexpr NameTable<FsdpSharding, 3> fsdp_sharding_names{
     {{FsdpSharding::full, "full"}, {FsdpSharding::grad_op, "grad-op"}, {FsdpSharding::hybrid, "hybrid"}}};
 
@@ -211,7 +213,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   if (!obj) return;
   ObjectReader fr(*obj, "/training/framework", diag,
                   {"name", "bucket_cap", "gradient_as_bucket_view", "version", "param_dtype", "reduce_dtype", "sharding",
-                   "shard_size", "gradient_accumulation_fusion"});
+                   "shard_size", "gradient_accumulation_fusion", "cross_entropy"});
   if (!fr.valid()) return;
   f.name = read_enum(fr, "name", framework_names, true).value_or(f.name);
   const auto only = [&](const char* key, Framework owner) {
@@ -222,6 +224,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   only("bucket_cap", Framework::pytorch_ddp);
   only("gradient_as_bucket_view", Framework::pytorch_ddp);
   only("gradient_accumulation_fusion", Framework::megatron);
+  only("cross_entropy", Framework::megatron);
   only("version", Framework::pytorch_fsdp);
   only("param_dtype", Framework::pytorch_fsdp);
   if (fr.has("reduce_dtype") && f.name != Framework::pytorch_fsdp && !megatron_family(f.name))
@@ -239,6 +242,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   f.param_dtype = read_enum(fr, "param_dtype", element_type_names, false);
   f.reduce_dtype = read_enum(fr, "reduce_dtype", element_type_names, false);
   f.sharding = read_enum(fr, "sharding", fsdp_sharding_names, false);
+  f.cross_entropy = read_enum(fr, "cross_entropy", cross_entropy_names, false).value_or(CrossEntropyImpl::native);
   f.shard_size = fr.integer("shard_size", 1, 1 << 24, false).value_or(0);
   if (fr.has("shard_size") && f.name == Framework::pytorch_fsdp && f.sharding != FsdpSharding::hybrid)
     diag.error(fr.path("shard_size"), "only \"sharding\": \"hybrid\" has shard groups; remove shard_size or set sharding to hybrid");
@@ -643,6 +647,7 @@ std::string_view to_string(Framework e) { return enum_name(framework_names, e); 
 std::string_view to_string(ElementType e) { return enum_name(element_type_names, e); }
 std::string_view to_string(CpAlgorithm e) { return enum_name(cp_algorithm_names, e); }
 std::string_view to_string(FsdpSharding e) { return enum_name(fsdp_sharding_names, e); }
+std::string_view to_string(CrossEntropyImpl e) { return enum_name(cross_entropy_names, e); }
 
 namespace {
 // What follows the sections' parsers in parse_scenario and reparse_sections alike: the
@@ -816,6 +821,8 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
       if (f.shard_size > 0) w.member("shard_size", f.shard_size);
     }
     if (f.name == Framework::megatron && !f.gradient_accumulation_fusion) w.member("gradient_accumulation_fusion", false);
+    if (f.name == Framework::megatron && f.cross_entropy != CrossEntropyImpl::native)
+      w.member("cross_entropy", to_string(f.cross_entropy));
     if ((f.name == Framework::pytorch_fsdp || megatron_family(f.name)) && f.reduce_dtype)
       w.member("reduce_dtype", to_string(*f.reduce_dtype));
     w.end_object();

@@ -58,6 +58,12 @@ enum class CpAlgorithm { ring, all_to_all };
 // How pytorch-fsdp shards (training.framework.sharding): FULL_SHARD, SHARD_GRAD_OP, or
 // HYBRID_SHARD (full sharding inside groups of shard_size GPUs, replicated across them).
 enum class FsdpSharding { full, grad_op, hybrid };
+// Megatron-Core's language-model loss (compute_language_model_loss): its own vocab-parallel
+// cross entropy in fp32 ("native", also what cross_entropy_loss_fusion with the native impl
+// keeps), or Transformer Engine's fused parallel_cross_entropy ("te":
+// cross_entropy_loss_fusion with cross_entropy_fusion_impl "te"; costmodel/graph.hpp
+// GraphStyle::te_cross_entropy).
+enum class CrossEntropyImpl { native, te };
 
 std::string_view to_string(ModelFamily);
 std::string_view to_string(AttentionImpl);
@@ -71,6 +77,7 @@ std::string_view to_string(Framework);
 std::string_view to_string(ElementType);
 std::string_view to_string(CpAlgorithm);
 std::string_view to_string(FsdpSharding);
+std::string_view to_string(CrossEntropyImpl);
 
 struct ModelSpec {
   ModelFamily family = ModelFamily::gpt;
@@ -148,6 +155,7 @@ struct FrameworkSpec {
   // data-parallel GPUs of one node, rules.hpp hybrid_shard_size).
   std::optional<FsdpSharding> sharding;
   std::int64_t shard_size = 0;
+  CrossEntropyImpl cross_entropy = CrossEntropyImpl::native;  // megatron only ("cross_entropy")
   bool hybrid() const { return name == Framework::pytorch_fsdp && sharding == FsdpSharding::hybrid; }
 };
 

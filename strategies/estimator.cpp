@@ -109,6 +109,7 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     if (op.core_attention) saved_core += o.saved;
     c.params += o.params;
     if (op.expert) c.expert_params += o.params;
+    if (fp8_cast_params(op, rules_.compute, rules_.weight_gemm) > 0) c.fp8_params += o.params;
   }
   const double cp = double(std::max<i64>(1, plan.cp));
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0) / cp;
@@ -207,7 +208,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.layers += static_cast<int>(per_vstage[vs]);
     }
 
-    Bytes saved = 0, working = 0, largest_params = 0;
+    Bytes saved = 0, working = 0, largest_params = 0, largest_fp8_params = 0, largest_gathered = -1;
     double expert_params = 0;
     double kernels_f = 0, kernels_b = 0;
     Seconds extra_f = 0, extra_b = 0;
@@ -229,7 +230,11 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       expert_params += c.expert_params;
       saved += c.saved;
       working = std::max(working, c.working);
-      largest_params = std::max(largest_params, c.params);
+      if (const Bytes gathered = gathered_block_bytes(c.params, c.fp8_params, rules_, plan.zero); gathered > largest_gathered) {
+        largest_gathered = gathered;
+        largest_params = c.params;
+        largest_fp8_params = c.fp8_params;
+      }
       flops_per_mb += c.hardware_flops;
       if (gathers_per_pass)
         if (const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, ranks, shard); block_sync.gather_per_pass > 0)
@@ -266,7 +271,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
-    st.memory = stage_memory({P, largest_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
+    st.memory = stage_memory({P, largest_params, largest_fp8_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
                               plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
                               ranks / std::max<i64>(1, plan.ep), offload_buffer},
                              rules_);

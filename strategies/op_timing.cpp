@@ -26,7 +26,7 @@ OpWork op_work(const Op& op, const OpShards& s, const KernelModel& km, DType dty
         b = split(b, s.expert_parallel);
         m *= s.expert_parallel;
       }
-      const DType g = op.weight ? weight_gemm : dtype;
+      const DType g = gemm_dtype(op, dtype, weight_gemm);
       r.forward = km.gemm(b, m, n, k, g);
       // Backward: the gradient of each operand is one GEMM (dgrad, wgrad).
       r.backward = km.gemm(b, m, k, n, g) + km.gemm(b, k, n, m, g);

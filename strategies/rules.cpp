@@ -21,6 +21,11 @@ WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, i64
 
 bool fp8_copy_follows_gather(const PrecisionRules& r, int zero) { return zero >= 3 && r.weight_gemm == DType::fp8; }
 
+Bytes gathered_block_bytes(double params, double fp8_params, const PrecisionRules& r, int zero) {
+  if (zero < 3) return 0.0;
+  return params * r.gather_bytes + (fp8_copy_follows_gather(r, zero) ? fp8_params * r.autocast_copy_bytes : 0.0);
+}
+
 GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64 dp, i64 shard) {
   GradientSync s;
   if (dp <= 1 || params <= 0) return s;
@@ -187,12 +192,11 @@ MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& 
   m.optimizer_states = w.optimizer_states;
   m.activations = in.in_flight * in.kept_per_micro_batch;
   m.gradients += in.ddp.copy ? in.params * r.grad_bytes : 0.0;
-  const double gathered_bytes = r.gather_bytes + (fp8_copy_follows_gather(r, in.zero) ? r.autocast_copy_bytes : 0.0);
   // The offload copy buffer is the micro-batch being computed: its layers in transit
   // exist before its kept layers do (forward) or after they are freed (backward), so it
   // adds only what exceeds them.
   const Bytes in_transit = std::max(0.0, in.offload_buffer - in.kept_per_micro_batch);
-  m.temporary = in.working + in_transit + w.autocast_copy + (in.zero >= 3 ? 2 * in.largest_block_params * gathered_bytes : 0.0);
+  m.temporary = in.working + in_transit + w.autocast_copy + 2 * gathered_block_bytes(in.largest_block_params, in.largest_block_fp8_params, r, in.zero);
   if (!r.persistent_grads && !in.ddp.persistent && in.micro_batches == 1) {
     MemoryBreakdown activation_peak = m, step_peak = m;
     activation_peak.gradients = 0;

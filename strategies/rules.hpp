@@ -36,6 +36,11 @@ struct WeightMemory {
 // stage_memory counts it there (fp8_copy_follows_gather).
 WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, std::int64_t dp);
 bool fp8_copy_follows_gather(const PrecisionRules& r, int zero);
+// One block's gathered weights under ZeRO-3 / FSDP, in bytes: its parameters in the
+// gather's element type plus, when fp8_copy_follows_gather, the fp8 copy of those of its
+// weights whose GEMMs run in fp8 (`fp8_params`, graph.hpp fp8_cast_params: Megatron's output
+// layer and the embedding have none). 0 below ZeRO-3. stage_memory counts two blocks'.
+Bytes gathered_block_bytes(double params, double fp8_params, const PrecisionRules& r, int zero);
 
 // The data-parallel collectives of one iteration, in bytes per rank (as collective_time
 // takes them). ZeRO-0: all-reduce of the gradients. ZeRO-1/2: reduce-scatter of the
@@ -205,15 +210,18 @@ ActivationOffload activation_offload(const std::vector<OffloadLayer>& chunk_laye
 //  gradients: plus a second copy in DDP's buckets (ddp_buckets);
 //  temporary: the largest block's working memory, what activation offload's copy buffer
 //  exceeds the kept activations of one micro-batch by, autocast's weight copy and, under
-//  ZeRO-3, two blocks' gathered weights (the one running and the one prefetched), with
-//  their fp8 copies when fp8_copy_follows_gather.
+//  ZeRO-3, two blocks' gathered weights (the one running and the one prefetched):
+//  gathered_block_bytes of the largest.
 // Eager PyTorch (PrecisionRules::persistent_grads false, no DDP buckets) allocates
 // gradients in backward and frees them after the step: with one micro-batch the peak is
 // the larger of the activation peak (no gradients yet) and the step (all gradients, no
 // activations).
 struct StageMemoryInputs {
   double params = 0;                // on one GPU of the stage, before ZeRO
-  double largest_block_params = 0;  // the largest block's, on one GPU before ZeRO
+  // The block with the largest gathered_block_bytes: its parameters and, of them, those
+  // cast to fp8 (on one GPU before ZeRO).
+  double largest_block_params = 0;
+  double largest_block_fp8_params = 0;
   Bytes kept_per_micro_batch = 0;   // sum of the blocks' kept activations (what offload leaves)
   Bytes working = 0;                // largest working memory of a block
   double in_flight = 1;             // micro_batches_in_flight()

@@ -166,7 +166,7 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
   res.ilp_edges = int(r.edges.size());
   for (const auto& n : r.nodes) res.ilp_leaders += n.follows < 0 ? 1 : 0;
   auto chosen = [&](std::size_t v) -> const Strategy& { return b.strategies[v][std::size_t(choice[v].value)]; };
-  std::vector<double> block_params(st.blocks.size());
+  std::vector<double> block_params(st.blocks.size()), block_fp8_params(st.blocks.size());
   double expert_params = 0;
   for (std::size_t v = 0; v < st.nodes.size(); ++v) {
     const Strategy& s = chosen(v);
@@ -181,6 +181,8 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
     if (st.nodes[v].op && st.nodes[v].op->expert) expert_params += s.params;
     res.hardware_flops += s.flops;
     block_params[std::size_t(st.nodes[v].block)] += s.block_params;
+    if (st.nodes[v].op && fp8_cast_params(*st.nodes[v].op, p.rules.compute, p.rules.weight_gemm) > 0)
+      block_fp8_params[std::size_t(st.nodes[v].block)] += s.block_params;
     const SNode& n = st.nodes[v];
     if (n.kind == NodeKind::elementwise && n.follows) continue;  // counted with their leader
     res.decisions.push_back({n.op->name, s.name, s.kind});
@@ -198,7 +200,13 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
     res.exact_memory = true;
     StageMemoryInputs& in = res.stage_inputs;
     in.params = res.params;
-    in.largest_block_params = *std::max_element(block_params.begin(), block_params.end());
+    Bytes largest_gathered = -1;
+    for (std::size_t k = 0; k < block_params.size(); ++k)
+      if (const Bytes g = gathered_block_bytes(block_params[k], block_fp8_params[k], p.rules, p.zero); g > largest_gathered) {
+        largest_gathered = g;
+        in.largest_block_params = block_params[k];
+        in.largest_block_fp8_params = block_fp8_params[k];
+      }
     in.kept_per_micro_batch = res.activation_memory;
     in.working = largest_working(p, st, [&](std::size_t v, auto field) { return field(chosen(v)); });
     in.zero = p.zero;

@@ -464,3 +464,65 @@ TEST_CASE("mixed-fp8: the inputs the weight GEMMs keep for their weight gradient
               a.saved_bytes() - b.saved_bytes());
   CHECK(a.saved_bytes() - b.saved_bytes() == Approx(7 * sbh).epsilon(1e-12));
 }
+
+TEST_CASE("Transformer Engine's fused cross entropy keeps the 16-bit logits only, with the gradient written into them",
+          "[graph][fp8]") {
+  // Llama 3 8B's head, micro-batch 2 of 4,096 tokens: T V logits.
+  const ModelSpec m = llama(4096, 2, 32, 8, 14336, 128256);
+  const double logits = 2.0 * 4096 * 128256, e = 2;
+  TrainingSpec t;
+  t.precision = Precision::mixed_fp8;
+  t.framework.name = Framework::megatron;
+  const ModelGraph native = build_model_graph(m, 2, graph_style(t));
+  t.framework.cross_entropy = CrossEntropyImpl::te;
+  CHECK(graph_style(t).te_cross_entropy);
+  const ModelGraph te = build_model_graph(m, 2, graph_style(t));
+  const Block& hn = native.blocks[static_cast<std::size_t>(native.post[0])];
+  const Block& ht = te.blocks[static_cast<std::size_t>(te.post[0])];
+  const auto saved = [](const Block& b) {
+    for (const Op& op : b.ops)
+      if (op.name == "cross-entropy") return op.saved_bytes;
+    return -1.0;
+  };
+  // Megatron's vocab-parallel cross entropy keeps the fp32 softmax (4 B) and allocates the
+  // fp32 gradient in backward (4 B); TE's keeps the 16-bit logits, which hold the gradient.
+  std::printf("native cross entropy: saved expected %.6g B, graph %.6g; backward-only expected %.6g, graph %.6g\n",
+              4 * logits, saved(hn), 4 * logits, hn.transient_bytes);
+  std::printf("TE cross entropy: saved expected %.6g B, graph %.6g; backward-only expected 0, graph %.6g\n", e * logits,
+              saved(ht), ht.transient_bytes);
+  CHECK(saved(hn) == Approx(4 * logits).epsilon(1e-12));
+  CHECK(hn.transient_bytes == Approx(4 * logits).epsilon(1e-12));
+  CHECK(saved(ht) == Approx(e * logits).epsilon(1e-12));
+  CHECK(ht.transient_bytes == 0);
+  // Its traffic: online softmax (read), loss and in-place gradient (read + write); backward
+  // the in-place scale (read + write).
+  std::printf("TE cross entropy bytes: forward expected %.6g, graph %.6g; backward expected %.6g, graph %.6g\n",
+              3 * e * logits, bytes_of(ht, "cross-entropy", true), 2 * e * logits, bytes_of(ht, "cross-entropy", false));
+  CHECK(bytes_of(ht, "cross-entropy", true) == Approx(3 * e * logits).epsilon(1e-12));
+  CHECK(bytes_of(ht, "cross-entropy", false) == Approx(2 * e * logits).epsilon(1e-12));
+  // Nothing else changes: the layers are the same.
+  CHECK(sum_bytes(te.blocks[std::size_t(te.layers[0])], true) == sum_bytes(native.blocks[std::size_t(native.layers[0])], true));
+}
+
+TEST_CASE("mixed-fp8: Megatron's output layer is no Transformer Engine module, its GEMM and weight stay bf16", "[graph][fp8]") {
+  const ModelSpec m = llama(4096, 2, 32, 8, 14336, 128256);
+  const ModelGraph g = build_model_graph(m, 1, graph_style(Precision::mixed_fp8));
+  const Block& head = g.blocks[static_cast<std::size_t>(g.post[0])];
+  const Block& layer = g.blocks[static_cast<std::size_t>(g.layers[0])];
+  double head_fp8 = 0, layer_fp8 = 0, layer_weights = 0;
+  for (const Op& op : head.ops) {
+    head_fp8 += fp8_cast_params(op, DType::bf16, DType::fp8);
+    if (op.name == "logits") CHECK(gemm_dtype(op, DType::bf16, DType::fp8) == DType::bf16);
+  }
+  for (const Op& op : layer.ops) {
+    layer_fp8 += fp8_cast_params(op, DType::bf16, DType::fp8);
+    if (op.kind == OpKind::matmul && op.weight) layer_weights += op.params;
+  }
+  std::printf("fp8-cast parameters: head expected 0, graph %.6g; layer expected %.6g (its GEMM weights), graph %.6g\n",
+              head_fp8, layer_weights, layer_fp8);
+  CHECK(head_fp8 == 0);
+  CHECK(layer_fp8 == Approx(layer_weights).epsilon(1e-12));
+  CHECK(layer_fp8 > 0);
+  // Under bf16 nothing is cast.
+  for (const Op& op : layer.ops) CHECK(fp8_cast_params(op, DType::bf16, DType::bf16) == 0);
+}

@@ -46,15 +46,17 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   for (const auto& row : table.at("rows")) generation[row.at("id")] = row.at("generation");
   std::map<std::string, std::vector<double>> by_generation;  // |error| per row
   int not_fitting = 0;
-  std::printf("\n%-36s %-15s %12s %12s %8s %s\n", "row", "gpu", "real s", "predicted s", "error", "fits");
+  std::printf("\n%-36s %-15s %12s %12s %8s %13s %s\n", "row", "gpu", "real s", "predicted s", "error", "GiB/GPU (cap)",
+              "fits");
   for (const ValidationCase& c : validation_cases(root)) {
     if (c.dataset != "published") continue;
     const Prediction p = make_estimator(c.scenario).estimate(c.scenario.plan);
     REQUIRE(std::isfinite(p.iteration_time));
     // + means the real run is slower: the prediction is optimistic.
     const double error = relative_residual(c, p);
-    std::printf("%-36s %-15s %12.3f %12.3f %+7.1f%% %s\n", c.id.c_str(), c.scenario.cluster.gpu.c_str(),
-                real_step_time(c, p), p.iteration_time, 100 * error, p.fits ? "yes" : "NO (the real run fit)");
+    std::printf("%-36s %-15s %12.3f %12.3f %+7.1f%% %6.1f (%5.1f) %s\n", c.id.c_str(), c.scenario.cluster.gpu.c_str(),
+                real_step_time(c, p), p.iteration_time, 100 * error, p.memory_per_gpu / double(1ull << 30),
+                p.memory_capacity / double(1ull << 30), p.fits ? "yes" : "NO (the real run fit)");
     by_generation[generation.at(c.id)].push_back(std::fabs(error));
     not_fitting += !p.fits;
   }
@@ -67,7 +69,7 @@ TEST_CASE("published training throughput against the transferred and calibrated 
     std::printf("%-10s mean absolute error %5.1f%%, median %5.1f%% over %zu rows (goal 10%%; + is optimistic)\n",
                 gen.c_str(), 100 * mae[gen], 100 * e[e.size() / 2], e.size());
   }
-  CHECK(not_fitting <= 5);
+  CHECK(not_fitting <= 4);
   std::printf("%d rows do not fit in the predicted memory though the real run did (assumed recompute or memory model)\n",
               not_fitting);
   REQUIRE(mae.count("volta"));

@@ -337,6 +337,7 @@ TEST_CASE("stage memory: under ZeRO-3 the fp8 weight copy lives with the gathere
   StageMemoryInputs in;
   in.params = 1e9;
   in.largest_block_params = 1e8;
+  in.largest_block_fp8_params = 1e8;
   in.zero = 1;
   in.dp = 8;
   in.micro_batches = 16;
@@ -350,6 +351,30 @@ TEST_CASE("stage memory: under ZeRO-3 the fp8 weight copy lives with the gathere
   CHECK(fp8_copy_follows_gather(fp8, 3));
   CHECK_FALSE(fp8_copy_follows_gather(fp8, 2));
   CHECK_FALSE(fp8_copy_follows_gather(kAmp, 3));  // autocast's copy: unchanged
+}
+
+TEST_CASE("gathered blocks: only the weights Transformer Engine runs in fp8 bring an fp8 copy", "[rules][fp8]") {
+  // Megatron's output layer and the embedding run in bf16 (graph.hpp
+  // compute_precision_gemm): a gathered output layer is its bf16 weights alone.
+  const PrecisionRules fp8 = precision_rules(Precision::mixed_fp8, OptimizerKind::adam);
+  const double head = 128256.0 * 8192, layer = 0.856e9;  // Llama 3 70B, TP 1
+  show("Llama 3 70B output layer gathered: 2 B per parameter", head * 2, gathered_block_bytes(head, 0, fp8, 3));
+  show("Llama 3 70B layer gathered: 2 B + its fp8 copy 2 B", layer * 4, gathered_block_bytes(layer, layer, fp8, 3));
+  CHECK(gathered_block_bytes(head, 0, fp8, 3) == Approx(head * 2).epsilon(1e-12));
+  CHECK(gathered_block_bytes(layer, layer, fp8, 3) == Approx(layer * 4).epsilon(1e-12));
+  CHECK(gathered_block_bytes(layer, layer, fp8, 2) == 0);                         // nothing gathered below ZeRO-3
+  CHECK(gathered_block_bytes(layer, layer, kMixed, 3) == Approx(layer * 2).epsilon(1e-12));  // bf16: no copy
+  // stage_memory counts two of the largest (here the layer: 3.42 GB against 2.10 GB).
+  StageMemoryInputs in;
+  in.params = 1e9;
+  in.zero = 3;
+  in.dp = 64;
+  in.micro_batches = 2;
+  in.largest_block_params = layer;
+  in.largest_block_fp8_params = layer;
+  const double expected = 1e9 * 18 / 64 + 2 * layer * 4;
+  show("ZeRO-3 dp 64, two gathered Llama 3 70B layers with fp8 copies", expected, stage_memory(in, fp8).total());
+  CHECK(stage_memory(in, fp8).total() == Approx(expected).epsilon(1e-12));
 }
 
 TEST_CASE("stage memory: ZeRO shards expert weights over their dp / ep replicas only", "[rules]") {

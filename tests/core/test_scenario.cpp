@@ -387,6 +387,28 @@ TEST_CASE("historical Megatron frameworks: what their code could run, and Megatr
     g["training"]["framework"] = json{{"name", "megatron"}, {"gradient_accumulation_fusion", 0}};
     CHECK_FALSE(problems_of(g).empty());
   }
+  // Megatron's cross entropy: "native" by default, "te" where written; megatron only.
+  {
+    json g = base_doc();
+    g["training"]["framework"] = json{{"name", "megatron"}, {"cross_entropy", "te"}};
+    CHECK(problems_of(g).empty());
+    Diagnostics d1("x.json");
+    const Scenario sg = parse_scenario(g, d1);
+    CHECK(sg.training.framework.cross_entropy == CrossEntropyImpl::te);
+    CHECK(to_json(sg)["training"]["framework"]["cross_entropy"] == "te");
+    Diagnostics d2("canon");
+    CHECK(to_json(parse_scenario(to_json(sg), d2)).dump() == to_json(sg).dump());
+    g["training"]["framework"]["cross_entropy"] = "fused";
+    CHECK_FALSE(problems_of(g).empty());
+    g["training"]["framework"] = json{{"name", "pytorch-ddp"}, {"cross_entropy", "te"}};
+    CHECK(has_problem(problems_of(g), "/training/framework/cross_entropy",
+                      "\"cross_entropy\" is a knob of megatron, not of pytorch-ddp"));
+    g["training"]["framework"] = json{{"name", "megatron"}};
+    Diagnostics d3("x.json");
+    const Scenario native = parse_scenario(g, d3);
+    CHECK(native.training.framework.cross_entropy == CrossEntropyImpl::native);
+    CHECK_FALSE(to_json(native)["training"]["framework"].contains("cross_entropy"));
+  }
   // ALiBi: a gpt/moe option, written in the canonical form only when set.
   {
     json a = base_doc();
