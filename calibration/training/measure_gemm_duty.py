@@ -19,7 +19,7 @@ added), so that `clustersim calibrate fit` can fit the GEMM curve to it.
 
   python3 measure_gemm_duty.py --shapes microbench.json --out-regimes R.json --out-microbench M.json
 """
-import argparse, copy, datetime, json, platform, statistics, subprocess, sys, time
+import argparse, copy, datetime, json, os, platform, statistics, subprocess, sys, time
 import torch
 import torch.nn.functional as F
 
@@ -34,8 +34,13 @@ REGIME_SHAPES = [  # (name, m tokens, n out, k in)
 
 class Smi:
     def __init__(self):
+        # Only the GPU this process times: with CUDA_VISIBLE_DEVICES=N (a physical index), -i N,
+        # so that another GPU busy beside it does not mix into the clock and power samples.
+        first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        select = ["-i", first] if first.isdigit() else []
         self.p = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
-                                   "--format=csv,noheader,nounits", "-lms", "20"], stdout=subprocess.PIPE, text=True)
+                                   "--format=csv,noheader,nounits", "-lms", "20"] + select,
+                                  stdout=subprocess.PIPE, text=True)
 
     def stop(self):
         time.sleep(0.1)

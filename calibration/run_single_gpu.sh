@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The single-GPU calibration of a GPU model clustersim has not measured yet (issue 13: the
+# H200), in one device call: everything `clustersim calibrate fit` reads for one GPU, and the
+# ten training runs its predictions are checked against.
+#
+#   chain A (first GPU):  clustersim-microbench (GEMM sweep, memcpy, memory-bound kernels,
+#                         launch), measure_gemm_duty.py (the bf16 shapes re-timed under a
+#                         training step's duty cycle) and merge_gemm_duty.py, measure_eager_kernels.py,
+#                         measure_host.py (ops and blocks; one process), profile_step.py (SDPA flash
+#                         sweep and kernel profiles of two training steps)
+#   chain B (second GPU, or after chain A with one GPU): training/run_all.sh (10 runs, amp-bf16)
+#
+# With two or more GPUs the chains run side by side, one GPU each (the GPUs are separate
+# devices with separate power limits; measure_gemm_duty.py samples only its own GPU).
+# Everything lands in OUTDIR/calib.tar.gz (one file: a device call returns at most 8) and the
+# console log is the caller's (tee it into OUTDIR/log.txt).
+#
+# usage: calibration/run_single_gpu.sh OUTDIR
+# environment: BUILD (default /tmp/build-microbench), CUDA_ARCH (default 90), END_S (seconds
+#              after start by which every step must have ended; default 560)
+set -u -o pipefail
+OUTDIR="$1"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+BUILD="${BUILD:-/tmp/build-microbench}"
+CUDA_ARCH="${CUDA_ARCH:-90}"
+END_S="${END_S:-560}"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+work="$(mktemp -d /tmp/calib.XXXXXX)"
+mkdir -p "$OUTDIR" "$work/runs"
+T0=$SECONDS
+stamp() { echo "--- [$((SECONDS - T0)) s] $*"; }
+left() { echo $((END_S - (SECONDS - T0))); }
+# step NAME CMD...: runs CMD with what is left of the budget, logs its time and status.
+step() {
+  local name="$1"; shift
+  local budget; budget=$(left)
+  if (( budget < 10 )); then echo "!!! $name skipped: no time left"; return 1; fi
+  stamp "$name (budget ${budget} s)"
+  local t=$SECONDS
+  timeout -k 5 "$budget" "$@"; local rc=$?
+  echo "    $name rc=$rc ($((SECONDS - t)) s)"
+  return $rc
+}
+
+stamp "machine"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit,temperature.gpu --format=csv
+python3 -c "import torch, platform; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count(), 'python', platform.python_version())"
+nvcc --version | tail -1
+ngpu=$(nvidia-smi -L | wc -l)
+
+chain_a() {
+  export CUDA_VISIBLE_DEVICES=0
+  step build bash -c "cmake -S '$root/calibration/microbench' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCH >/dev/null && cmake --build '$BUILD' -j 16 | tail -1" || return
+  step microbench "$BUILD/clustersim-microbench" --out "$work/microbench.json"
+  step gemm-duty python3 "$root/calibration/training/measure_gemm_duty.py" --shapes "$work/microbench.json" \
+      --out-regimes "$work/gemm-duty-regimes.json" --out-microbench "$work/microbench-duty-raw.json" &&
+    python3 "$root/calibration/training/merge_gemm_duty.py" "$work/microbench-duty-raw.json" "$work/microbench-duty.json"
+  step eager python3 "$root/calibration/training/measure_eager_kernels.py" --out "$work/eager-kernels.json"
+  step host python3 "$root/calibration/training/measure_host.py" --sections ops,blocks --out "$work/host-dispatch.json"
+  step profile python3 "$root/calibration/training/profile_step.py" --out "$work/profile"
+}
+chain_b() {
+  export CUDA_VISIBLE_DEVICES=$1
+  step training bash "$root/calibration/training/run_all.sh" "$work/measured-runs.json" "$work/runs"
+}
+
+if (( ngpu >= 2 )); then
+  chain_b 1 > "$work/chain-b.log" 2>&1 &
+  b=$!
+  chain_a
+  wait "$b"
+  stamp "chain B's log"
+  cat "$work/chain-b.log"
+else
+  chain_a
+  chain_b 0
+fi
+
+stamp "pack"
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
+tar -C "$work" -czf "$OUTDIR/calib.tar.gz" . && ls -la "$OUTDIR"
+stamp "done"
