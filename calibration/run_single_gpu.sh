@@ -12,7 +12,9 @@
 #
 # With two or more GPUs the chains run side by side, one GPU each (the GPUs are separate
 # devices with separate power limits; measure_gemm_duty.py samples only its own GPU).
-# Everything lands in OUTDIR/calib.tar.gz (one file: a device call returns at most 8) and the
+# With one GPU the training runs go first (they are what the transferred profile is judged
+# on), then chain A. Everything lands in OUTDIR/calib.tar.gz (one file: a device call returns
+# at most 8), packed again after every step so that a call cut short keeps what finished; the
 # console log is the caller's (tee it into OUTDIR/log.txt).
 #
 # usage: calibration/run_single_gpu.sh OUTDIR
@@ -29,6 +31,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 work="$(mktemp -d /tmp/calib.XXXXXX)"
 mkdir -p "$OUTDIR" "$work/runs"
 T0=$SECONDS
+pack() { local p="$OUTDIR/.calib.$BASHPID.part"; tar -C "$work" -czf "$p" . 2>/dev/null && mv -f "$p" "$OUTDIR/calib.tar.gz"; }
 stamp() { echo "--- [$((SECONDS - T0)) s] $*"; }
 left() { echo $((END_S - (SECONDS - T0))); }
 # step NAME CMD...: runs CMD with what is left of the budget, logs its time and status.
@@ -40,6 +43,7 @@ step() {
   local t=$SECONDS
   timeout -k 5 "$budget" "$@"; local rc=$?
   echo "    $name rc=$rc ($((SECONDS - t)) s)"
+  pack
   return $rc
 }
 
@@ -74,11 +78,11 @@ if (( ngpu >= 2 )); then
   stamp "chain B's log"
   cat "$work/chain-b.log"
 else
-  chain_a
   chain_b 0
+  chain_a
 fi
 
 stamp "pack"
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
-tar -C "$work" -czf "$OUTDIR/calib.tar.gz" . && ls -la "$OUTDIR"
+pack; ls -la "$OUTDIR"
 stamp "done"
