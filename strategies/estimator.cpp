@@ -109,7 +109,10 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     if (op.core_attention) saved_core += o.saved;
     c.params += o.params;
     if (op.expert) c.expert_params += o.params;
-    if (fp8_cast_params(op, rules_.compute, rules_.weight_gemm) > 0) c.fp8_params += o.params;
+    if (fp8_cast_params(op, rules_.compute, rules_.weight_gemm) > 0) {
+      c.fp8_params += o.params;
+      if (op.expert) c.expert_fp8_params += o.params;
+    }
   }
   const double cp = double(std::max<i64>(1, plan.cp));
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0) / cp;
@@ -209,7 +212,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     }
 
     Bytes saved = 0, working = 0, largest_params = 0, largest_fp8_params = 0, largest_gathered = -1;
-    double expert_params = 0;
+    double expert_params = 0, fp8_params = 0, expert_fp8_params = 0;
     double kernels_f = 0, kernels_b = 0;
     Seconds extra_f = 0, extra_b = 0;
     for (int b : blocks) {
@@ -228,6 +231,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.cp_comm += c.cp;
       st.params_per_gpu += c.params;
       expert_params += c.expert_params;
+      fp8_params += c.fp8_params;
+      expert_fp8_params += c.expert_fp8_params;
       saved += c.saved;
       working = std::max(working, c.working);
       if (const Bytes gathered = gathered_block_bytes(c.params, c.fp8_params, rules_, plan.zero); gathered > largest_gathered) {
@@ -271,10 +276,13 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
-    st.memory = stage_memory({P, largest_params, largest_fp8_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
-                              plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
-                              ranks / std::max<i64>(1, plan.ep), offload_buffer},
-                             rules_);
+    StageMemoryInputs memory_in{P, largest_params, largest_fp8_params, saved, working,
+                                micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
+                                plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
+                                ranks / std::max<i64>(1, plan.ep), offload_buffer};
+    memory_in.fp8_params = fp8_params;
+    memory_in.expert_fp8_params = expert_fp8_params;
+    st.memory = stage_memory(memory_in, rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
     const GradientSync sync = gradient_sync(P, rules_, plan.zero, ranks, shard);
@@ -298,7 +306,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
                                               cluster_.gpu.interference);
     // DDP's gradient averaging pass runs on the compute stream before the step.
     st.optimizer = optimizer_step(km, updated_params(P, plan.zero, shard), rules_) +
-                   fp8_weight_cast(km, plan.zero >= 3 ? P / double(shard) : P, rules_) +
+                   fp8_weight_cast(km, plan.zero >= 3 ? fp8_params / double(shard) : fp8_params, rules_) +
                    ddp_gradient_scaling(km, training_.framework, P, ranks, rules_);
     e.stages.push_back(st);
   }
