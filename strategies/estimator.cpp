@@ -167,7 +167,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const Group& shard_group = shard < ranks ? hybrid.shard : dp_group;
   const double shard_share = shard < ranks ? hybrid.shard_share : groups.dp_share;
   // Whether blocks gather their weights before each pass (ZeRO-3); checked once per plan.
-  const bool gathers_per_pass = gradient_sync(1, rules_, plan.zero, ranks, shard).gather_per_pass > 0;
+  const bool gathers_per_pass = gradient_sync(1, 0, rules_, plan.zero, ranks, shard).gather_per_pass > 0;
 
   // Pipeline sends of the activation forward and its gradient backward, per model chunk.
   Seconds p2p = 0;
@@ -242,7 +242,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       }
       flops_per_mb += c.hardware_flops;
       if (gathers_per_pass)
-        if (const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, ranks, shard); block_sync.gather_per_pass > 0)
+        if (const GradientSync block_sync = gradient_sync(c.params, c.fp8_params, rules_, plan.zero, ranks, shard); block_sync.gather_per_pass > 0)
         st.zero3_gather += zero3_gather_exposed(
             collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, shard_group, shard_share),
             c.forward, c.backward + c.recompute, cluster_.gpu.interference);
@@ -280,12 +280,12 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
                                 micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
                                 plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
                                 ranks / std::max<i64>(1, plan.ep), offload_buffer};
-    memory_in.fp8_params = fp8_params;
+    memory_in.fp8_params = st.fp8_params_per_gpu = fp8_params;
     memory_in.expert_fp8_params = expert_fp8_params;
     st.memory = stage_memory(memory_in, rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
-    const GradientSync sync = gradient_sync(P, rules_, plan.zero, ranks, shard);
+    const GradientSync sync = gradient_sync(P, fp8_params, rules_, plan.zero, ranks, shard);
     Seconds reduce = 0, gather = 0;
     if (sync.active()) reduce = collective_time(cluster_, sync.reduce, sync.reduce_bytes, shard_group, shard_share);
     if (sync.replica_reduce_bytes > 0)

@@ -32,22 +32,28 @@ WeightMemory weight_memory(double params, double fp8_params, const PrecisionRule
 
 bool fp8_copy_follows_gather(const PrecisionRules& r, int zero) { return zero >= 3 && r.weight_gemm == DType::fp8; }
 
+namespace {
+// The bytes of `params` weights as ZeRO gathers them: the gather's element type, or under
+// fp8_param_gather the fp8 parameters TE's cast weights are.
+Bytes gathered_weight_bytes(double params, double fp8_params, const PrecisionRules& r) {
+  return (params - fp8_params) * r.gather_bytes + fp8_params * (r.fp8_param_gather ? fp8_weights(r).stored : r.gather_bytes);
+}
+}  // namespace
+
 Bytes gathered_block_bytes(double params, double fp8_params, const PrecisionRules& r, int zero) {
   if (zero < 3) return 0.0;
-  const Fp8WeightBytes fp8 = fp8_weights(r);
-  const double fp8_gathered = r.fp8_param_gather ? fp8.stored : r.gather_bytes;
-  return (params - fp8_params) * r.gather_bytes + fp8_params * fp8_gathered +
-         (fp8_copy_follows_gather(r, zero) ? fp8_params * fp8.copy : 0.0);
+  return gathered_weight_bytes(params, fp8_params, r) +
+         (fp8_copy_follows_gather(r, zero) ? fp8_params * fp8_weights(r).copy : 0.0);
 }
 
-GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64 dp, i64 shard) {
+GradientSync gradient_sync(double params, double fp8_params, const PrecisionRules& r, int zero, i64 dp, i64 shard) {
   GradientSync s;
   if (dp <= 1 || params <= 0) return s;
   s.reduce_bytes = params * r.grad_comm_bytes;
   if (zero == 0) return s;
   s.reduce = zero < 3 && r.zero_reduce_all ? Collective::all_reduce : Collective::reduce_scatter;
-  if (zero < 3) s.gather_bytes = params * r.gather_bytes;
-  else s.gather_per_pass = params * r.gather_bytes;
+  if (zero < 3) s.gather_bytes = gathered_weight_bytes(params, fp8_params, r);
+  else s.gather_per_pass = gathered_weight_bytes(params, fp8_params, r);
   if (shard >= 1 && shard < dp) s.replica_reduce_bytes = params / double(shard) * r.grad_comm_bytes;
   return s;
 }

@@ -100,7 +100,10 @@ struct GradientSync {
   Bytes replica_reduce_bytes = 0;  // HSDP: all-reduce of the shard across the groups
   bool active() const { return reduce_bytes > 0; }
 };
-GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std::int64_t dp, std::int64_t shard = 0);
+// `fp8_params`: of the parameters, those Transformer Engine casts; under fp8_param_gather
+// they are gathered as the fp8 parameters they are (fp8_weights' stored bytes).
+GradientSync gradient_sync(double params, double fp8_params, const PrecisionRules& r, int zero, std::int64_t dp,
+                           std::int64_t shard = 0);
 
 // The GPUs a plan's gradients are reduced over and its ZeRO shards span: Megatron-Core
 // reduces gradients (and shards its distributed optimizer) over the data- and context-

@@ -201,7 +201,7 @@ class Enumerator {
   void weight_update(StageCosts& cost, double params, double fp8_params, const Axes& on, int zero) const {
     if (params <= 0) return;
     const i64 d = data_ways(on);
-    const GradientSync sync = gradient_sync(params, p_.rules, zero, d);
+    const GradientSync sync = gradient_sync(params, fp8_params, p_.rules, zero, d);
     if (sync.active()) {
       if (sync.reduce == Collective::all_reduce) {
         for (int a = 0; a < 2; ++a)

@@ -41,33 +41,33 @@ TEST_CASE("weight memory: ZeRO-1 shards master and states, ZeRO-2 gradients, ZeR
 
 TEST_CASE("gradient sync: all-reduce, reduce-scatter + all-gather, or per-pass gathers", "[rules]") {
   const double P = 1e8;
-  const GradientSync z0 = gradient_sync(P, kMixed, 0, 4);
+  const GradientSync z0 = gradient_sync(P, 0, kMixed, 0, 4);
   CHECK(z0.reduce == Collective::all_reduce);
   show("ZeRO-0 all-reduce bytes: 4 P (fp32 grads)", 4 * P, z0.reduce_bytes);
   CHECK(z0.reduce_bytes == Approx(4 * P));
   CHECK(z0.gather_bytes == 0);
-  const GradientSync z2 = gradient_sync(P, kMixed, 2, 4);
+  const GradientSync z2 = gradient_sync(P, 0, kMixed, 2, 4);
   CHECK(z2.reduce == Collective::reduce_scatter);
   show("ZeRO-2 parameter all-gather after the step: 2 P (bf16)", 2 * P, z2.gather_bytes);
   CHECK(z2.gather_bytes == Approx(2 * P));
   CHECK(z2.gather_per_pass == 0);
-  const GradientSync z3 = gradient_sync(P, kMixed, 3, 4);
+  const GradientSync z3 = gradient_sync(P, 0, kMixed, 3, 4);
   CHECK(z3.gather_bytes == 0);
   CHECK(z3.gather_per_pass == Approx(2 * P));
-  CHECK_FALSE(gradient_sync(P, kMixed, 3, 1).active());  // one replica: nothing to sync
+  CHECK_FALSE(gradient_sync(P, 0, kMixed, 3, 1).active());  // one replica: nothing to sync
   // megatron-deepspeed under mixed-bf16 (DeepSpeed's BF16_Optimizer, ZeRO-1): the fp32
   // gradient buffer is all-reduced in full, then the bf16 weights all-gathered.
   TrainingSpec ds;
   ds.precision = Precision::mixed_bf16;
   ds.framework.name = Framework::megatron_deepspeed;
   ds.framework.given = true;
-  const GradientSync bf16_optimizer = gradient_sync(P, precision_rules(ds), 1, 4);
+  const GradientSync bf16_optimizer = gradient_sync(P, 0, precision_rules(ds), 1, 4);
   CHECK(bf16_optimizer.reduce == Collective::all_reduce);
   show("BF16_Optimizer ZeRO-1: all-reduce of 4 P (fp32), then all-gather of 2 P (bf16)", 6 * P,
        bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes);
   CHECK(bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes == Approx(6 * P));
   ds.precision = Precision::mixed_fp16;  // DeepSpeed's ZeRO stage-1 optimizer: unchanged
-  CHECK(gradient_sync(P, precision_rules(ds), 1, 4).reduce == Collective::reduce_scatter);
+  CHECK(gradient_sync(P, 0, precision_rules(ds), 1, 4).reduce == Collective::reduce_scatter);
   CHECK(updated_params(P, 2, 4) == Approx(P / 4));
   CHECK(updated_params(P, 0, 4) == Approx(P));
 }
@@ -147,7 +147,7 @@ TEST_CASE("FSDP's mixed precision gathers in param_dtype and reduces in reduce_d
   CHECK(r.gather_bytes == 2);
   CHECK(r.autocast_copy_bytes == 0);  // parameters arrive in bf16: autocast casts nothing
   CHECK(r.grad_comm_bytes == 4);
-  const GradientSync s = gradient_sync(1e8, r, 3, 4);
+  const GradientSync s = gradient_sync(1e8, 0, r, 3, 4);
   show("FSDP bf16 gather bytes per pass for 1e8 parameters", 2e8, s.gather_per_pass);
   CHECK(s.gather_per_pass == Approx(2e8));
 }
@@ -316,6 +316,15 @@ TEST_CASE("fp8 weights: Transformer Engine's copies and cast of the weights it c
   CHECK(w.weights == Approx((all - cast) * 2 + cast * 1).epsilon(1e-12));
   CHECK(w.autocast_copy == Approx(cast * 1).epsilon(1e-12));
   CHECK(fp8_weight_cast(km, cast, gathered) == Approx(km.memory_stream(2 * cast, MemoryKind::elementwise)).epsilon(1e-12));
+  // The distributed optimizer all-gathers them as fp8 (1 byte), the rest in bf16 (2); the
+  // gradients are reduced as before.
+  show("Llama 3 8B, fp8_param_gather, ZeRO-1 dp 8: all-gather bytes = other x 2 + cast x 1",
+       (all - cast) * 2 + cast, gradient_sync(all, cast, gathered, 1, 8).gather_bytes);
+  CHECK(gradient_sync(all, cast, gathered, 1, 8).gather_bytes == Approx((all - cast) * 2 + cast).epsilon(1e-12));
+  CHECK(gradient_sync(all, cast, gathered, 3, 8).gather_per_pass == Approx((all - cast) * 2 + cast).epsilon(1e-12));
+  CHECK(gradient_sync(all, cast, gathered, 1, 8).reduce_bytes == gradient_sync(all, cast, fp8, 1, 8).reduce_bytes);
+  CHECK(gradient_sync(all, cast, fp8, 1, 8).gather_bytes == Approx(all * 2).epsilon(1e-12));  // without: bf16
+  CHECK(gathered_block_bytes(cast, cast, gathered, 3) == Approx(cast * (1 + 1)).epsilon(1e-12));
 }
 
 TEST_CASE("kept activations per recompute mode (Korthikanti et al. 2022)", "[rules]") {
