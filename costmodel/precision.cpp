@@ -25,8 +25,9 @@ PrecisionRules precision_rules(Precision p, OptimizerKind opt) {
       r = {DType::fp16, 2, 2, 2, 4, states, 0, 2, true};
       break;
     case Precision::mixed_fp8:
-      // The cached fp8 weight and its transpose take the autocast copy's place.
-      r = {DType::bf16, 2, 2, 4, 4, states, 2, 4, true};
+      // Transformer Engine's fp8 weight copies are not autocast's: strategies/rules.hpp
+      // fp8_weights prices them, for the weights it casts only.
+      r = {DType::bf16, 2, 2, 4, 4, states, 0, 4, true};
       r.weight_gemm = DType::fp8;
       break;
   }
@@ -42,6 +43,7 @@ double element_bytes(ElementType e) { return e == ElementType::fp32 ? 4.0 : 2.0;
 PrecisionRules precision_rules(const TrainingSpec& t) {
   PrecisionRules r = precision_rules(t.precision, t.optimizer);
   const FrameworkSpec& f = t.framework;
+  r.fp8_param_gather = t.fp8_param_gather;
   if (f.name == Framework::pytorch_fsdp) {
     if (f.param_dtype) {
       r.gather_bytes = element_bytes(*f.param_dtype);

@@ -8,8 +8,9 @@
 //  mixed-fp8   Megatron with Transformer Engine FP8 (delayed scaling): mixed-bf16's
 //              storage, the weight GEMMs (forward, dgrad, wgrad) in fp8 with casts of
 //              their inputs and transposes for the backward, plus the cached fp8 weight
-//              and its transpose (2 bytes per parameter); attention and the memory-bound
-//              kernels stay bf16
+//              and its transpose; attention and the memory-bound
+//              kernels stay bf16 (strategies/rules.hpp fp8_weights prices the copies, for
+//              the weights Transformer Engine casts only)
 // SGD keeps one momentum buffer (4) instead of Adam's two.
 #pragma once
 #include "costmodel/hardware.hpp"
@@ -47,6 +48,10 @@ struct PrecisionRules {
   // returns fp32_groups_gradients_flat), then all-gathers the updated bf16 weights
   // (all_gather_dp_groups). gradient_sync reads it.
   bool zero_reduce_all = false;
+  // mixed-fp8 under Megatron's fp8_param_gather (training.fp8_param_gather): the weights
+  // Transformer Engine casts are kept as fp8 tensors, with no bf16 copy (rules.hpp
+  // fp8_weights).
+  bool fp8_param_gather = false;
   // Bytes read plus written per parameter by the optimizer step.
   double optimizer_step_bytes() const;
 };

@@ -250,7 +250,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
 
 void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag) {
   ObjectReader r(j, "/training", diag, {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "framework",
-                                          "activation_offload_layers"});
+                                          "activation_offload_layers", "fp8_param_gather"});
   if (!r.valid()) return;
   assign(t.global_batch, r.integer("global_batch", 1, kMaxBatch));
   assign(t.micro_batch, r.integer("micro_batch", 1, kMaxDim));
@@ -258,6 +258,12 @@ void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag)
   t.optimizer = read_enum(r, "optimizer", optimizer_names, false).value_or(OptimizerKind::adam);
   t.recompute = read_enum(r, "recompute", recompute_names, false).value_or(Recompute::none);
   assign(t.activation_offload_layers, r.integer("activation_offload_layers", 0, kMaxDim, false));
+  t.fp8_param_gather = r.boolean("fp8_param_gather", false).value_or(false);
+  if (t.fp8_param_gather && t.precision != Precision::mixed_fp8)
+    diag.error("/training/fp8_param_gather",
+               fmt::format("keeps Transformer Engine's fp8 weights as the parameters: a mixed-fp8 option, but the "
+                           "precision is {}; remove it or set precision to mixed-fp8",
+                           enum_name(precision_names, t.precision)));
   parse_framework(r, t, diag);
   if (t.global_batch && t.micro_batch && t.global_batch % t.micro_batch != 0)
     diag.error("/training/micro_batch", fmt::format("global_batch ({}) must be divisible by micro_batch ({})",
@@ -466,6 +472,17 @@ void check_consistency(const Scenario& s, Diagnostics& diag) {
                fmt::format("global_batch ({}) must be divisible by dp*micro_batch = {}*{} = {}", t.global_batch, p.dp,
                            t.micro_batch, p.dp * t.micro_batch));
   const FrameworkSpec& f = t.framework;
+  if (t.fp8_param_gather) {
+    // Megatron-LM's own checks (megatron/training/arguments.py, core_r0.14.0).
+    if (f.name != Framework::megatron)
+      diag.error("/training/fp8_param_gather",
+                 fmt::format("is Megatron-Core's --fp8-param-gather, but the framework is {}; use framework megatron",
+                             enum_name(framework_names, f.name)));
+    if (!p.searched() && p.zero < 1)
+      diag.error("/training/fp8_param_gather",
+                 "needs Megatron's distributed optimizer or FSDP (\"--fp8-param-gather only supported with distributed "
+                 "optimizer\"): set plan.zero to 1 or more, got 0");
+  }
   if (f.given && !p.searched()) {
     if (f.name == Framework::pytorch && p.dp > 1)
       diag.error("/training/framework", fmt::format("plain pytorch has no data parallelism (dp {}): use pytorch-ddp or "
@@ -804,6 +821,8 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
   // Only when offloading: scenarios without it keep their canonical form (and hash).
   if (s.training.activation_offload_layers > 0)
     w.member("activation_offload_layers", s.training.activation_offload_layers);
+  // Only when set: scenarios without it keep their canonical form (and hash).
+  if (s.training.fp8_param_gather) w.member("fp8_param_gather", true);
   // Only a framework written in the file: scenarios without one keep their canonical form (and hash).
   if (s.training.framework.given) {
     const FrameworkSpec& f = s.training.framework;

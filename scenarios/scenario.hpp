@@ -170,6 +170,11 @@ struct TrainingSpec {
   // of the first N layers of every model chunk go to pinned host memory during forward and
   // come back before their backward (strategies/rules.hpp activation_offload). 0: none.
   std::int64_t activation_offload_layers = 0;
+  // Megatron's --fp8-param-gather (Megatron-Bridge / NeMo mixed-precision fp8_param_gather),
+  // mixed-fp8 only: the weights Transformer Engine casts are built as fp8 tensors (no bf16
+  // copy) and the distributed optimizer writes them from its fp32 master
+  // (strategies/rules.hpp fp8_weights).
+  bool fp8_param_gather = false;
 };
 
 struct IntraNodeSpec {

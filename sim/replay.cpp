@@ -113,9 +113,10 @@ struct Replay::Impl {
   // reduces its own direction-0 stage, half of what it holds, over those 2 dp ranks, so
   // the pair of reductions moves what the estimator's one reduction of all its parameters
   // over 2 dp ranks moves.
-  GradientSync sync(double params) const {
-    return gradient_sync(params / double(model_copies(plan.schedule)), plan.precision, plan.zero, gradient_ranks(),
-                         plan.shard);
+  // `fp8_params` (of params, those TE casts) matters to the parameter gathers only.
+  GradientSync sync(double params, double fp8_params = 0) const {
+    const double copies = double(model_copies(plan.schedule));
+    return gradient_sync(params / copies, fp8_params / copies, plan.precision, plan.zero, gradient_ranks(), plan.shard);
   }
   // The tensor-parallel groups of a (stage, replica): one per context-parallel rank.
   std::vector<std::vector<i64>> tp_groups(const Group& g) const {
@@ -472,7 +473,7 @@ struct Replay::Impl {
     const std::int64_t first = g.gathers_posted;
     for (const auto& seg : pass)
       if (seg.gather_params > 0) {
-        g.jobs.push_back({true, sync(seg.gather_params).gather_per_pass});
+        g.jobs.push_back({true, sync(seg.gather_params, seg.gather_fp8_params).gather_per_pass});
         ++g.gathers_posted;
       }
     g.cv->notify_all();
@@ -683,7 +684,7 @@ struct Replay::Impl {
       g.st.dp_comm += now() - t0;
       slice(g, Stream::dp_comm, "tied embedding all-reduce", t0, now());
     }
-    if (const GradientSync s = sync(prog.params); s.gather_bytes > 0)
+    if (const GradientSync s = sync(prog.params, prog.fp8_params); s.gather_bytes > 0)
       across_replicas(g, dp_barrier[static_cast<std::size_t>(g.stage)], 0, plan.dp, Collective::all_gather, s.gather_bytes,
                       "parameter all-gather", g.st.dp_comm, Stream::dp_comm, true);
     if (prog.optimizer_host > 0) {  // the host prepares the step after its last launch

@@ -62,20 +62,22 @@ void add_forward(std::vector<Segment>& prog, Work w, const Op& op, const OpTimin
 // With `wgrad_block` (ZB-H1) the ops' weight gradients go there, as one segment that
 // completes the block's gradients, instead of into its backward.
 void program_block(const Block& block, bool is_layer, Recompute rc, const ShardingContext& ctx, const KernelModel& km,
-                   bool mark_blocks, Seconds per_kernel, Seconds hooks, const FrameworkSpec& framework,
+                   const PrecisionRules& rules, bool mark_blocks, Seconds per_kernel, Seconds hooks, const FrameworkSpec& framework,
                    const HostDispatch& host, std::vector<Segment>& fwd,
                    std::vector<Segment>& bwd_block, Bytes& saved, std::vector<Segment>* wgrad_block) {
   std::vector<OpTiming> t;
   Bytes saved_all = 0, saved_core = 0;
-  double params = 0;
+  double params = 0, fp8_params = 0;
   for (const Op& op : block.ops) {
     t.push_back(time_op(op, ctx, km));
     params += t.back().params;
+    if (fp8_cast_params(op, rules.compute, rules.weight_gemm) > 0) fp8_params += t.back().params;
   }
   // Under ZeRO-3 each block starts a segment of its own, carrying its parameters to gather.
   if (mark_blocks) {
     fwd.push_back(Segment{Work::forward, 0, {}, 0, params, {}, 0});
     bwd_block.push_back(Segment{Work::backward, 0, {}, 0, params, {}, 0});
+    fwd.back().gather_fp8_params = bwd_block.back().gather_fp8_params = fp8_params;
   }
   const Seconds hook = is_layer ? hooks / 2 : 0.0;
   for (std::size_t i = 0; i < block.ops.size(); ++i) {
@@ -195,8 +197,8 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
         bwd_blocks.emplace_back();
         wgrad_blocks.emplace_back();
         const Bytes before = chunk.saved;
-        program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km,
-                      gradient_sync(1, r.precision, plan.zero, ranks, shard).gather_per_pass > 0, per_kernel, hooks,
+        program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km, r.precision,
+                      gradient_sync(1, 0, r.precision, plan.zero, ranks, shard).gather_per_pass > 0, per_kernel, hooks,
                       s.training.framework, est.cluster().gpu.host, chunk.forward,
                       bwd_blocks.back(), chunk.saved, split_wgrad ? &wgrad_blocks.back() : nullptr);
         if (offload && is_layer) {
@@ -251,6 +253,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
     }
     const StagePrediction& se = e.stages[static_cast<std::size_t>(st)];
     sp.params = se.params_per_gpu;
+    sp.fp8_params = se.fp8_params_per_gpu;
     sp.optimizer = se.optimizer;
     sp.optimizer_host = se.host_optimizer;
     sp.static_memory = se.memory;

@@ -45,6 +45,8 @@ struct Segment {
   bool offload_wait = false;
   Seconds offload_copy = 0;
   bool offload_marked() const { return offload_wait || offload_copy > 0; }
+  // Of gather_params, those Transformer Engine casts (rules.hpp gradient_sync).
+  double gather_fp8_params = 0;
 };
 
 struct ChunkProgram {
@@ -59,6 +61,7 @@ struct ChunkProgram {
 struct StageProgram {
   std::vector<ChunkProgram> chunks;  // v model chunks (1 unless interleaved)
   double params = 0;                 // parameters on one GPU of the stage
+  double fp8_params = 0;             // of them, those Transformer Engine casts (rules.hpp gradient_sync)
   Seconds optimizer = 0;
   Seconds optimizer_host = 0;  // host time the step needs before its kernels (rules.hpp op_host_overhead)
   MemoryBreakdown static_memory;     // weights, gradients, optimizer states, temporary (no activations)

@@ -109,7 +109,10 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     if (op.core_attention) saved_core += o.saved;
     c.params += o.params;
     if (op.expert) c.expert_params += o.params;
-    if (fp8_cast_params(op, rules_.compute, rules_.weight_gemm) > 0) c.fp8_params += o.params;
+    if (fp8_cast_params(op, rules_.compute, rules_.weight_gemm) > 0) {
+      c.fp8_params += o.params;
+      if (op.expert) c.expert_fp8_params += o.params;
+    }
   }
   const double cp = double(std::max<i64>(1, plan.cp));
   const Bytes boundary = block.output_bytes / (ctx.sequence_parallel ? double(plan.tp) : 1.0) / cp;
@@ -164,7 +167,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
   const Group& shard_group = shard < ranks ? hybrid.shard : dp_group;
   const double shard_share = shard < ranks ? hybrid.shard_share : groups.dp_share;
   // Whether blocks gather their weights before each pass (ZeRO-3); checked once per plan.
-  const bool gathers_per_pass = gradient_sync(1, rules_, plan.zero, ranks, shard).gather_per_pass > 0;
+  const bool gathers_per_pass = gradient_sync(1, 0, rules_, plan.zero, ranks, shard).gather_per_pass > 0;
 
   // Pipeline sends of the activation forward and its gradient backward, per model chunk.
   Seconds p2p = 0;
@@ -209,7 +212,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     }
 
     Bytes saved = 0, working = 0, largest_params = 0, largest_fp8_params = 0, largest_gathered = -1;
-    double expert_params = 0;
+    double expert_params = 0, fp8_params = 0, expert_fp8_params = 0;
     double kernels_f = 0, kernels_b = 0;
     Seconds extra_f = 0, extra_b = 0;
     for (int b : blocks) {
@@ -228,6 +231,8 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.cp_comm += c.cp;
       st.params_per_gpu += c.params;
       expert_params += c.expert_params;
+      fp8_params += c.fp8_params;
+      expert_fp8_params += c.expert_fp8_params;
       saved += c.saved;
       working = std::max(working, c.working);
       if (const Bytes gathered = gathered_block_bytes(c.params, c.fp8_params, rules_, plan.zero); gathered > largest_gathered) {
@@ -237,7 +242,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       }
       flops_per_mb += c.hardware_flops;
       if (gathers_per_pass)
-        if (const GradientSync block_sync = gradient_sync(c.params, rules_, plan.zero, ranks, shard); block_sync.gather_per_pass > 0)
+        if (const GradientSync block_sync = gradient_sync(c.params, c.fp8_params, rules_, plan.zero, ranks, shard); block_sync.gather_per_pass > 0)
         st.zero3_gather += zero3_gather_exposed(
             collective_time(cluster_, Collective::all_gather, block_sync.gather_per_pass, shard_group, shard_share),
             c.forward, c.backward + c.recompute, cluster_.gpu.interference);
@@ -271,13 +276,16 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
 
     // Memory of this stage.
     const double P = st.params_per_gpu;
-    st.memory = stage_memory({P, largest_params, largest_fp8_params, saved, working, micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
-                              plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
-                              ranks / std::max<i64>(1, plan.ep), offload_buffer},
-                             rules_);
+    StageMemoryInputs memory_in{P, largest_params, largest_fp8_params, saved, working,
+                                micro_batches_in_flight(plan.schedule, p, v, m, s, plan.microbatch_group_size),
+                                plan.zero, shard, m, ddp_buckets(training_.framework, ranks), expert_params,
+                                ranks / std::max<i64>(1, plan.ep), offload_buffer};
+    memory_in.fp8_params = st.fp8_params_per_gpu = fp8_params;
+    memory_in.expert_fp8_params = expert_fp8_params;
+    st.memory = stage_memory(memory_in, rules_);
 
     // Gradient reduction and optimizer step of this stage, after its last micro-batch.
-    const GradientSync sync = gradient_sync(P, rules_, plan.zero, ranks, shard);
+    const GradientSync sync = gradient_sync(P, fp8_params, rules_, plan.zero, ranks, shard);
     Seconds reduce = 0, gather = 0;
     if (sync.active()) reduce = collective_time(cluster_, sync.reduce, sync.reduce_bytes, shard_group, shard_share);
     if (sync.replica_reduce_bytes > 0)
@@ -298,7 +306,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
                                               cluster_.gpu.interference);
     // DDP's gradient averaging pass runs on the compute stream before the step.
     st.optimizer = optimizer_step(km, updated_params(P, plan.zero, shard), rules_) +
-                   fp8_weight_cast(km, plan.zero >= 3 ? P / double(shard) : P, rules_) +
+                   fp8_weight_cast(km, plan.zero >= 3 ? fp8_params / double(shard) : fp8_params, rules_) +
                    ddp_gradient_scaling(km, training_.framework, P, ranks, rules_);
     e.stages.push_back(st);
   }

@@ -41,7 +41,8 @@ class Estimator {
     Bytes working = 0;      // transient activations while this block runs backward
     double params = 0;      // parameters on this GPU
     double expert_params = 0;  // of them, the experts' (replicated over dp / ep GPUs only)
-    double fp8_params = 0;     // of them, those whose GEMMs run in fp8 (graph.hpp fp8_cast_params)
+    double fp8_params = 0;     // of them, those Transformer Engine casts to fp8 (graph.hpp fp8_cast_params)
+    double expert_fp8_params = 0;  // of those, the experts'
     double hardware_flops = 0;  // this GPU's FLOPs, forward + backward + recompute
     double kernels_forward = 0, kernels_backward = 0;  // kernels launched (backward: with recompute)
     Seconds host_extra_forward = 0, host_extra_backward = 0;  // host time beyond the kernels (op_host_overhead)

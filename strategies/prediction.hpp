@@ -51,6 +51,7 @@ struct StagePrediction {
   Seconds host_forward = 0;               // of which its forward
   Seconds host_optimizer = 0;             // host time the optimizer step needs before its kernels (once)
   double params_per_gpu = 0;
+  double fp8_params_per_gpu = 0;  // of them, those Transformer Engine casts (rules.hpp fp8_weights)
   MemoryBreakdown memory;
 };
 

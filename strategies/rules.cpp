@@ -9,31 +9,51 @@ using i64 = std::int64_t;
 constexpr int kOptimizerKernels = 8;
 }  // namespace
 
-WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, i64 dp) {
+Fp8WeightBytes fp8_weights(const PrecisionRules& r) {
+  if (r.weight_gemm != DType::fp8) return {r.weight_bytes, 0.0, 0.0};
+  constexpr double fp8 = 1;  // e4m3 / e5m2
+  Fp8WeightBytes b;
+  b.stored = r.fp8_param_gather ? fp8 : r.weight_bytes;
+  b.copy = r.fp8_param_gather ? fp8 : 2 * fp8;
+  b.cast = b.stored + b.copy;
+  return b;
+}
+
+WeightMemory weight_memory(double params, double fp8_params, const PrecisionRules& r, int zero, i64 dp) {
   const double d = double(std::max<i64>(1, dp));
+  const Fp8WeightBytes fp8 = fp8_weights(r);
   WeightMemory m;
-  m.weights = params * r.weight_bytes / (zero >= 3 ? d : 1.0);
+  m.weights = ((params - fp8_params) * r.weight_bytes + fp8_params * fp8.stored) / (zero >= 3 ? d : 1.0);
   m.gradients = params * r.grad_bytes / (zero >= 2 ? d : 1.0);
   m.optimizer_states = params * (r.master_bytes + r.optimizer_state_bytes) / (zero >= 1 ? d : 1.0);
-  m.autocast_copy = fp8_copy_follows_gather(r, zero) ? 0.0 : params * r.autocast_copy_bytes;
+  m.autocast_copy = params * r.autocast_copy_bytes + (fp8_copy_follows_gather(r, zero) ? 0.0 : fp8_params * fp8.copy);
   return m;
 }
 
 bool fp8_copy_follows_gather(const PrecisionRules& r, int zero) { return zero >= 3 && r.weight_gemm == DType::fp8; }
 
+namespace {
+// The bytes of `params` weights as ZeRO gathers them: the gather's element type, or under
+// fp8_param_gather the fp8 parameters TE's cast weights are.
+Bytes gathered_weight_bytes(double params, double fp8_params, const PrecisionRules& r) {
+  return (params - fp8_params) * r.gather_bytes + fp8_params * (r.fp8_param_gather ? fp8_weights(r).stored : r.gather_bytes);
+}
+}  // namespace
+
 Bytes gathered_block_bytes(double params, double fp8_params, const PrecisionRules& r, int zero) {
   if (zero < 3) return 0.0;
-  return params * r.gather_bytes + (fp8_copy_follows_gather(r, zero) ? fp8_params * r.autocast_copy_bytes : 0.0);
+  return gathered_weight_bytes(params, fp8_params, r) +
+         (fp8_copy_follows_gather(r, zero) ? fp8_params * fp8_weights(r).copy : 0.0);
 }
 
-GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, i64 dp, i64 shard) {
+GradientSync gradient_sync(double params, double fp8_params, const PrecisionRules& r, int zero, i64 dp, i64 shard) {
   GradientSync s;
   if (dp <= 1 || params <= 0) return s;
   s.reduce_bytes = params * r.grad_comm_bytes;
   if (zero == 0) return s;
   s.reduce = zero < 3 && r.zero_reduce_all ? Collective::all_reduce : Collective::reduce_scatter;
-  if (zero < 3) s.gather_bytes = params * r.gather_bytes;
-  else s.gather_per_pass = params * r.gather_bytes;
+  if (zero < 3) s.gather_bytes = gathered_weight_bytes(params, fp8_params, r);
+  else s.gather_per_pass = gathered_weight_bytes(params, fp8_params, r);
   if (shard >= 1 && shard < dp) s.replica_reduce_bytes = params / double(shard) * r.grad_comm_bytes;
   return s;
 }
@@ -120,9 +140,10 @@ Seconds optimizer_step_marginal(const KernelModel& km, double params, const Prec
 
 Seconds optimizer_step_fixed(const KernelModel& km) { return km.memory_fixed(kOptimizerKernels, MemoryKind::optimizer); }
 
-Seconds fp8_weight_cast(const KernelModel& km, double params_held, const PrecisionRules& r) {
-  if (r.weight_gemm != DType::fp8 || params_held <= 0) return 0.0;
-  return km.memory_stream(params_held * (r.weight_bytes + 2.0), MemoryKind::elementwise);
+Seconds fp8_weight_cast(const KernelModel& km, double fp8_params_held, const PrecisionRules& r) {
+  const double bytes = fp8_params_held * fp8_weights(r).cast;
+  if (bytes <= 0) return 0.0;
+  return km.memory_stream(bytes, MemoryKind::elementwise);
 }
 
 Recompute block_recompute(Recompute requested, bool is_layer) { return is_layer ? requested : Recompute::none; }
@@ -178,9 +199,9 @@ ActivationOffload activation_offload(const std::vector<OffloadLayer>& chunk_laye
 }
 
 MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r) {
-  WeightMemory w = weight_memory(in.params - in.expert_params, r, in.zero, in.dp);
+  WeightMemory w = weight_memory(in.params - in.expert_params, in.fp8_params - in.expert_fp8_params, r, in.zero, in.dp);
   if (in.expert_params > 0) {
-    const WeightMemory e = weight_memory(in.expert_params, r, in.zero, in.expert_dp);
+    const WeightMemory e = weight_memory(in.expert_params, in.expert_fp8_params, r, in.zero, in.expert_dp);
     w.weights += e.weights;
     w.gradients += e.gradients;
     w.optimizer_states += e.optimizer_states;

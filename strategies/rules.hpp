@@ -25,21 +25,58 @@ namespace clustersim {
 // ---------------------------------------------------------------------------------------
 struct WeightMemory {
   Bytes weights = 0, gradients = 0, optimizer_states = 0;
-  Bytes autocast_copy = 0;  // PyTorch autocast's low-precision weight copy (transient)
+  // The low-precision weight copies beside the stored weights: PyTorch autocast's copy of
+  // every weight, Transformer Engine's fp8 copies of the weights it casts (fp8_weights).
+  Bytes autocast_copy = 0;
   Bytes total() const { return weights + gradients + optimizer_states + autocast_copy; }
 };
-// The low-precision weight copy is kept for every resident parameter, except Transformer
-// Engine's fp8 weight cache under ZeRO-3 / FSDP (mixed-fp8, zero 3): there the fp8 copy is
-// cast from the gathered bf16 weight and freed with it (Megatron-Bridge's FSDP recipes set
-// ddp.keep_fp8_transpose_cache false: scripts/performance/utils/helpers.py,
-// set_megatron_fsdp_overrides, v0.1.0rc3), so it lives only for the gathered blocks and
-// stage_memory counts it there (fp8_copy_follows_gather).
-WeightMemory weight_memory(double params, const PrecisionRules& r, int zero, std::int64_t dp);
+
+// Transformer Engine's fp8 weights (mixed-fp8), the one rule for what they cost, per
+// parameter of the weights TE casts (`fp8_params`, graph.hpp fp8_cast_params: the weights
+// of TE's Linear, LayerNormLinear, LayerNormMLP and GroupedLinear; Megatron's embedding,
+// norms and output layer, a plain tensor_parallel.ColumnParallelLinear, stay bf16).
+// TE keeps, per such module, its weight cast to fp8 and the transpose the backward's dgrad
+// GEMM reads (rowwise and columnwise data), 1 byte each, across the micro-batches of a
+// step, and recasts them at the first micro-batch: TransformerEngine v2.5 (f05f12c)
+// transformer_engine/pytorch/module/linear.py _Linear.forward gets weightmat from
+// get_weight_workspace(cache_name "weight", update_workspace = is_first_microbatch), which
+// keeps it in the module's _fp8_workspaces (module/base.py); layernorm_linear.py,
+// layernorm_mlp.py and grouped_linear.py do the same.
+// Under Megatron's fp8_param_gather (--fp8-param-gather; Megatron-Bridge's fp8 precision
+// recipes set it) the model is built under TE's fp8_model_init, so those parameters are
+// themselves fp8 tensors: the DDP buffer holds them in 1 byte (torch.uint8,
+// megatron/core/distributed/param_and_grad_buffer.py, modify_underlying_storage of a
+// Float8Tensor; fp8_param = fp8_param_gather in megatron/training/arguments.py, Megatron-LM
+// core_r0.14.0 32ad5c8), the distributed optimizer casts its fp32 master into them and
+// all-gathers them in fp8, and no bf16 copy of them exists (TransformerBlock builds its
+// layers under get_fp8_context(is_init=True), megatron/core/fp8_utils.py); TE's
+// get_weight_workspace then only adds the columnwise usage, the transpose.
+//  stored  bytes per cast parameter of the weight the optimizer writes and ZeRO gathers:
+//          the precision's weight, or 1 under fp8_param_gather;
+//  copy    bytes per cast parameter of TE's fp8 copies beside it: 2 (weight and
+//          transpose), or 1 (the transpose) under fp8_param_gather;
+//  cast    bytes read and written per cast parameter by the once-a-step cast: read the
+//          stored weight, write the copies (a memory-bound cast-transpose stream).
+// All 0 (copy, cast) and the weight's bytes (stored) without fp8 GEMMs.
+struct Fp8WeightBytes {
+  double stored = 0, copy = 0, cast = 0;
+};
+Fp8WeightBytes fp8_weights(const PrecisionRules& r);
+
+// Weight memory of `params` parameters of which `fp8_params` are cast by Transformer
+// Engine (fp8_weights), at ZeRO level `zero` over `dp` ranks.
+// TE's fp8 copies are kept for every resident cast parameter, except under ZeRO-3 / FSDP
+// (mixed-fp8, zero 3): there they are cast from the gathered weight and freed with it
+// (Megatron-Bridge's FSDP recipes set ddp.keep_fp8_transpose_cache false:
+// scripts/performance/utils/helpers.py, set_megatron_fsdp_overrides, v0.1.0rc3), so they
+// live only for the gathered blocks and stage_memory counts them there
+// (fp8_copy_follows_gather).
+WeightMemory weight_memory(double params, double fp8_params, const PrecisionRules& r, int zero, std::int64_t dp);
 bool fp8_copy_follows_gather(const PrecisionRules& r, int zero);
-// One block's gathered weights under ZeRO-3 / FSDP, in bytes: its parameters in the
-// gather's element type plus, when fp8_copy_follows_gather, the fp8 copy of those of its
-// weights whose GEMMs run in fp8 (`fp8_params`, graph.hpp fp8_cast_params: Megatron's output
-// layer and the embedding have none). 0 below ZeRO-3. stage_memory counts two blocks'.
+// One block's gathered weights under ZeRO-3 / FSDP, in bytes: its parameters as gathered
+// (the gather's element type; fp8_weights' stored bytes for the cast ones) plus, when
+// fp8_copy_follows_gather, TE's fp8 copies of the cast ones. 0 below ZeRO-3. stage_memory
+// counts two blocks'.
 Bytes gathered_block_bytes(double params, double fp8_params, const PrecisionRules& r, int zero);
 
 // The data-parallel collectives of one iteration, in bytes per rank (as collective_time
@@ -63,7 +100,10 @@ struct GradientSync {
   Bytes replica_reduce_bytes = 0;  // HSDP: all-reduce of the shard across the groups
   bool active() const { return reduce_bytes > 0; }
 };
-GradientSync gradient_sync(double params, const PrecisionRules& r, int zero, std::int64_t dp, std::int64_t shard = 0);
+// `fp8_params`: of the parameters, those Transformer Engine casts; under fp8_param_gather
+// they are gathered as the fp8 parameters they are (fp8_weights' stored bytes).
+GradientSync gradient_sync(double params, double fp8_params, const PrecisionRules& r, int zero, std::int64_t dp,
+                           std::int64_t shard = 0);
 
 // The GPUs a plan's gradients are reduced over and its ZeRO shards span: Megatron-Core
 // reduces gradients (and shards its distributed optimizer) over the data- and context-
@@ -143,13 +183,11 @@ Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward
 Seconds optimizer_step(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_marginal(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_fixed(const KernelModel& km);
-// Transformer Engine (mixed-fp8) casts each weight to fp8 with its transpose once per step,
-// at the first micro-batch (is_first_microbatch), and caches both across micro-batches: of
-// every weight the GPU holds (ZeRO-1/2 do not shard it), read 2 bytes and write 1 + 1, as a
-// memory-bound stream (a fused cast-transpose kernel per weight). 0 without fp8 GEMMs.
-// Charged with the optimizer step (once per iteration); affine with no fixed part, so a
-// consumer summing it per op gets the same total.
-Seconds fp8_weight_cast(const KernelModel& km, double params_held, const PrecisionRules& r);
+// Transformer Engine's once-a-step cast of the weights it casts (fp8_weights' cast bytes
+// per parameter) that the GPU holds (ZeRO-1/2 do not shard them), a memory-bound stream at
+// the elementwise rate. 0 without fp8 GEMMs. Charged with the optimizer step (once per
+// iteration); affine with no fixed part, so a consumer summing it per op gets the same total.
+Seconds fp8_weight_cast(const KernelModel& km, double fp8_params_held, const PrecisionRules& r);
 
 // ---------------------------------------------------------------------------------------
 // Activations.
@@ -236,6 +274,9 @@ struct StageMemoryInputs {
   double expert_params = 0;
   std::int64_t expert_dp = 1;       // dp / ep
   Bytes offload_buffer = 0;         // activation_offload's copy buffers (temporary)
+  // Of `params`, those Transformer Engine casts to fp8 (fp8_weights), and of those the
+  // experts'.
+  double fp8_params = 0, expert_fp8_params = 0;
 };
 MemoryBreakdown stage_memory(const StageMemoryInputs& in, const PrecisionRules& r);
 

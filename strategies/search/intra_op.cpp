@@ -167,7 +167,7 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
   for (const auto& n : r.nodes) res.ilp_leaders += n.follows < 0 ? 1 : 0;
   auto chosen = [&](std::size_t v) -> const Strategy& { return b.strategies[v][std::size_t(choice[v].value)]; };
   std::vector<double> block_params(st.blocks.size()), block_fp8_params(st.blocks.size());
-  double expert_params = 0;
+  double expert_params = 0, fp8_params = 0, expert_fp8_params = 0;
   for (std::size_t v = 0; v < st.nodes.size(); ++v) {
     const Strategy& s = chosen(v);
     res.costs += s.cost;
@@ -181,8 +181,11 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
     if (st.nodes[v].op && st.nodes[v].op->expert) expert_params += s.params;
     res.hardware_flops += s.flops;
     block_params[std::size_t(st.nodes[v].block)] += s.block_params;
-    if (st.nodes[v].op && fp8_cast_params(*st.nodes[v].op, p.rules.compute, p.rules.weight_gemm) > 0)
+    if (st.nodes[v].op && fp8_cast_params(*st.nodes[v].op, p.rules.compute, p.rules.weight_gemm) > 0) {
       block_fp8_params[std::size_t(st.nodes[v].block)] += s.block_params;
+      fp8_params += s.params;
+      if (st.nodes[v].op->expert) expert_fp8_params += s.params;
+    }
     const SNode& n = st.nodes[v];
     if (n.kind == NodeKind::elementwise && n.follows) continue;  // counted with their leader
     res.decisions.push_back({n.op->name, s.name, s.kind});
@@ -216,6 +219,8 @@ IntraOpResult summarise(const IntraOpProblem& p, const Built& b, const std::vect
     // replica each, nothing for ZeRO to shard (as the full space's rows have it).
     in.expert_params = expert_params;
     in.expert_dp = 1;
+    in.fp8_params = fp8_params;
+    in.expert_fp8_params = expert_fp8_params;
   } else {
     res.temporary_memory = b.temporary;
   }

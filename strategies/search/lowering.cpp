@@ -123,7 +123,7 @@ LoweredStage lower_stage(const IntraOpProblem& p) {
 Bytes memory_floor(const IntraOpProblem& p, std::int64_t devices) {
   const ModelGraph& g = *p.graph;
   const double d = double(std::max<i64>(1, devices));
-  double params = 0;
+  double params = 0, fp8_params = 0;
   Bytes kept = 0;
   bool embedding = false, projection = false;
   for (int bi : p.blocks) {
@@ -131,6 +131,7 @@ Bytes memory_floor(const IntraOpProblem& p, std::int64_t devices) {
     Bytes saved = 0, core = 0;
     for (const Op& op : b.ops) {
       params += op.params;
+      fp8_params += fp8_cast_params(op, p.rules.compute, p.rules.weight_gemm);
       saved += op.saved_bytes;
       if (op.core_attention) core += op.saved_bytes;
       embedding = embedding || tied_embedding(g, op);
@@ -140,7 +141,7 @@ Bytes memory_floor(const IntraOpProblem& p, std::int64_t devices) {
     kept += kept_activations(rc, saved / d, core / d, b.output_bytes / d, 0).kept;
   }
   if (embedding && projection) params -= g.tied_params;  // held once
-  const WeightMemory w = weight_memory(params / d, p.rules, 0, 1);
+  const WeightMemory w = weight_memory(params / d, fp8_params / d, p.rules, 0, 1);
   const bool gradients_after_peak = !p.rules.persistent_grads && p.micro_batches == 1;
   return w.total() - (gradients_after_peak ? w.gradients : 0.0) + p.inflight * kept;
 }

@@ -197,10 +197,11 @@ class Enumerator {
   // reduce-scatter / all-gather one axis after the other), rules::zero3_gather_exposed
   // what of ZeRO-3's per-pass gathers the op's compute does not hide, and
   // rules::optimizer_step_marginal its share of the optimizer step.
-  void weight_update(StageCosts& cost, double params, const Axes& on, int zero) const {
+  // `fp8_params`: of them, those Transformer Engine casts (rules::fp8_weight_cast).
+  void weight_update(StageCosts& cost, double params, double fp8_params, const Axes& on, int zero) const {
     if (params <= 0) return;
     const i64 d = data_ways(on);
-    const GradientSync sync = gradient_sync(params, p_.rules, zero, d);
+    const GradientSync sync = gradient_sync(params, fp8_params, p_.rules, zero, d);
     if (sync.active()) {
       if (sync.reduce == Collective::all_reduce) {
         for (int a = 0; a < 2; ++a)
@@ -214,7 +215,7 @@ class Enumerator {
       cost.zero3_gather += zero3_gather_exposed(over_data_axes(Collective::all_gather, sync.gather_per_pass, on),
                                                 cost.forward, cost.backward + cost.recompute, c_.gpu.interference);
     cost.optimizer += optimizer_step_marginal(km_, updated_params(params, zero, d), p_.rules) +
-                      fp8_weight_cast(km_, zero >= 3 ? params / double(d) : params, p_.rules);
+                      fp8_weight_cast(km_, zero >= 3 ? fp8_params / double(d) : fp8_params, p_.rules);
   }
 
   // Names a ZeRO variant: " [zero-2 @ 0]" (the data axes after the @), kind "...+zero-2".
@@ -271,10 +272,11 @@ class Enumerator {
     const i64 d = data_ways(sync);
     std::vector<int> levels = zero_levels(params, d);
     if (zero >= 0) levels = {params > 0 && d > 1 ? zero : 0};
+    const double fp8_params = n.op && fp8_cast_params(*n.op, p_.rules.compute, p_.rules.weight_gemm) > 0 ? params : 0.0;
     for (int z : levels) {
       Strategy x = s;
-      weight_update(x.cost, params, sync, z);
-      x.weights = weight_memory(params, p_.rules, z, d);
+      weight_update(x.cost, params, fp8_params, sync, z);
+      x.weights = weight_memory(params, fp8_params, p_.rules, z, d);
       mark_zero(x, sync, z);
       x.ilp_cost = x.cost.amortised(p_.micro_batches);
       out_[std::size_t(v)]->push_back(std::move(x));

@@ -186,9 +186,9 @@ TEST_CASE("context parallelism: rank order tp, cp, dp, pp and the groups", "[rul
 TEST_CASE("hybrid sharding: reduce-scatter in the shard group, all-reduce of the shard across groups", "[rules][hsdp]") {
   const PrecisionRules amp = precision_rules(Precision::amp_bf16, OptimizerKind::adam);
   const double P = 1e9;
-  const GradientSync full = gradient_sync(P, amp, 3, 16);
+  const GradientSync full = gradient_sync(P, 0, amp, 3, 16);
   CHECK(full.replica_reduce_bytes == 0);
-  const GradientSync h = gradient_sync(P, amp, 3, 16, 8);
+  const GradientSync h = gradient_sync(P, 0, amp, 3, 16, 8);
   CHECK(h.reduce == Collective::reduce_scatter);
   show("HSDP: reduce-scatter bytes in the shard group (fp32 grads)", 4 * P, h.reduce_bytes);
   CHECK(h.reduce_bytes == Approx(4 * P));

@@ -27,13 +27,13 @@ TEST_CASE("weight memory: ZeRO-1 shards master and states, ZeRO-2 gradients, ZeR
   const double expected[4] = {P * (2 + 4 + 12), P * (2 + 4 + 12.0 / d), P * (2 + 4.0 / d + 12.0 / d),
                               P * (2.0 / d + 4.0 / d + 12.0 / d)};
   for (int z = 0; z <= 3; ++z) {
-    const WeightMemory m = weight_memory(P, kMixed, z, d);
+    const WeightMemory m = weight_memory(P, 0, kMixed, z, d);
     show(("mixed-bf16, 1e9 parameters, dp 8, ZeRO-" + std::to_string(z)).c_str(), expected[z], m.total());
     CHECK(m.total() == Approx(expected[z]).epsilon(1e-12));
   }
   // dp 1 shards nothing; autocast adds its 2-byte copy at every level.
-  CHECK(weight_memory(P, kMixed, 3, 1).total() == Approx(P * 18).epsilon(1e-12));
-  const WeightMemory amp = weight_memory(P, kAmp, 0, 1);
+  CHECK(weight_memory(P, 0, kMixed, 3, 1).total() == Approx(P * 18).epsilon(1e-12));
+  const WeightMemory amp = weight_memory(P, 0, kAmp, 0, 1);
   show("amp-bf16, 1e9 parameters: 4 + 4 + 8 + 2 bytes", P * 18, amp.total());
   CHECK(amp.autocast_copy == Approx(2 * P));
   CHECK(amp.total() == Approx(18 * P));
@@ -41,33 +41,33 @@ TEST_CASE("weight memory: ZeRO-1 shards master and states, ZeRO-2 gradients, ZeR
 
 TEST_CASE("gradient sync: all-reduce, reduce-scatter + all-gather, or per-pass gathers", "[rules]") {
   const double P = 1e8;
-  const GradientSync z0 = gradient_sync(P, kMixed, 0, 4);
+  const GradientSync z0 = gradient_sync(P, 0, kMixed, 0, 4);
   CHECK(z0.reduce == Collective::all_reduce);
   show("ZeRO-0 all-reduce bytes: 4 P (fp32 grads)", 4 * P, z0.reduce_bytes);
   CHECK(z0.reduce_bytes == Approx(4 * P));
   CHECK(z0.gather_bytes == 0);
-  const GradientSync z2 = gradient_sync(P, kMixed, 2, 4);
+  const GradientSync z2 = gradient_sync(P, 0, kMixed, 2, 4);
   CHECK(z2.reduce == Collective::reduce_scatter);
   show("ZeRO-2 parameter all-gather after the step: 2 P (bf16)", 2 * P, z2.gather_bytes);
   CHECK(z2.gather_bytes == Approx(2 * P));
   CHECK(z2.gather_per_pass == 0);
-  const GradientSync z3 = gradient_sync(P, kMixed, 3, 4);
+  const GradientSync z3 = gradient_sync(P, 0, kMixed, 3, 4);
   CHECK(z3.gather_bytes == 0);
   CHECK(z3.gather_per_pass == Approx(2 * P));
-  CHECK_FALSE(gradient_sync(P, kMixed, 3, 1).active());  // one replica: nothing to sync
+  CHECK_FALSE(gradient_sync(P, 0, kMixed, 3, 1).active());  // one replica: nothing to sync
   // megatron-deepspeed under mixed-bf16 (DeepSpeed's BF16_Optimizer, ZeRO-1): the fp32
   // gradient buffer is all-reduced in full, then the bf16 weights all-gathered.
   TrainingSpec ds;
   ds.precision = Precision::mixed_bf16;
   ds.framework.name = Framework::megatron_deepspeed;
   ds.framework.given = true;
-  const GradientSync bf16_optimizer = gradient_sync(P, precision_rules(ds), 1, 4);
+  const GradientSync bf16_optimizer = gradient_sync(P, 0, precision_rules(ds), 1, 4);
   CHECK(bf16_optimizer.reduce == Collective::all_reduce);
   show("BF16_Optimizer ZeRO-1: all-reduce of 4 P (fp32), then all-gather of 2 P (bf16)", 6 * P,
        bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes);
   CHECK(bf16_optimizer.reduce_bytes + bf16_optimizer.gather_bytes == Approx(6 * P));
   ds.precision = Precision::mixed_fp16;  // DeepSpeed's ZeRO stage-1 optimizer: unchanged
-  CHECK(gradient_sync(P, precision_rules(ds), 1, 4).reduce == Collective::reduce_scatter);
+  CHECK(gradient_sync(P, 0, precision_rules(ds), 1, 4).reduce == Collective::reduce_scatter);
   CHECK(updated_params(P, 2, 4) == Approx(P / 4));
   CHECK(updated_params(P, 0, 4) == Approx(P));
 }
@@ -147,7 +147,7 @@ TEST_CASE("FSDP's mixed precision gathers in param_dtype and reduces in reduce_d
   CHECK(r.gather_bytes == 2);
   CHECK(r.autocast_copy_bytes == 0);  // parameters arrive in bf16: autocast casts nothing
   CHECK(r.grad_comm_bytes == 4);
-  const GradientSync s = gradient_sync(1e8, r, 3, 4);
+  const GradientSync s = gradient_sync(1e8, 0, r, 3, 4);
   show("FSDP bf16 gather bytes per pass for 1e8 parameters", 2e8, s.gather_per_pass);
   CHECK(s.gather_per_pass == Approx(2e8));
 }
@@ -255,21 +255,76 @@ TEST_CASE("optimizer step: (step + gradient) bytes per parameter in 8 kernels, a
   CHECK(parts == Approx(expected).epsilon(1e-9));
 }
 
-TEST_CASE("fp8 weight cast: Transformer Engine's per-step cast and transpose of every held weight, 4 bytes each", "[rules][fp8]") {
+TEST_CASE("fp8 weights: Transformer Engine's copies and cast of the weights it casts only", "[rules][fp8]") {
   const GpuProfile gpu = *find_gpu_profile("h100-sxm5-80gb");
   const KernelModel km(gpu);
-  const double P = 1e9;
   const PrecisionRules fp8 = precision_rules(Precision::mixed_fp8, OptimizerKind::adam);
-  // Read the bf16 weight (2), write the fp8 weight and its transpose (1 + 1).
-  const double expected = km.memory_stream(4 * P, MemoryKind::elementwise);
-  show("mixed-fp8, 1e9 held parameters: 4 bytes each, streamed", expected, fp8_weight_cast(km, P, fp8));
-  CHECK(fp8_weight_cast(km, P, fp8) == Approx(expected).epsilon(1e-12));
-  CHECK(fp8_weight_cast(km, 0.25 * P, fp8) + fp8_weight_cast(km, 0.75 * P, fp8) == Approx(expected).epsilon(1e-12));
-  CHECK(fp8_weight_cast(km, P, kMixed) == 0);
-  // The cached fp8 weight and transpose: 2 bytes per parameter of memory.
-  CHECK(fp8.autocast_copy_bytes == 2);
+  // Llama 3 8B at tp 1, as the graph builds it: TE casts the weights of the layers' linears
+  // (QKV, attention output, gate/up, down); the embedding, the norms and Megatron's output
+  // layer stay bf16.
+  ModelSpec m;
+  m.family = ModelFamily::llama;
+  m.hidden = 4096;
+  m.layers = 32;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.seq_len = 8192;
+  m.vocab = 128256;
+  const ModelGraph g = build_model_graph(m, 1, graph_style(Precision::mixed_fp8));
+  double all = 0, cast = 0;
+  for (const auto* part : {&g.pre, &g.layers, &g.post})  // the 32 layers share one block
+    for (int b : *part)
+      for (const Op& op : g.blocks[std::size_t(b)].ops) {
+        all += op.params;
+        cast += fp8_cast_params(op, fp8.compute, fp8.weight_gemm);
+      }
+  const double h = 4096, kv = 1024, f = 14336;
+  const double linears = 32 * (h * (h + 2 * kv) + h * h + 2 * h * f + f * h);
+  show("Llama 3 8B, tp 1: parameters TE casts (32 x (QKV + proj + fc1 + fc2))", linears, cast);
+  CHECK(cast == Approx(linears).epsilon(1e-12));
+  CHECK(all - cast > 2 * 128256 * h);  // the embedding and the output layer at least
+  // Their fp8 weight and transpose, 1 + 1 bytes, beside the bf16 weight: the copy
+  // weight_memory holds under ZeRO 0-2 (13.0 GiB; the old rule's 2 B of every parameter
+  // counted 2.1 GB more, the embedding's and the output layer's).
+  const Fp8WeightBytes b = fp8_weights(fp8);
+  show("Llama 3 8B, tp 1, ZeRO-1: fp8 copy bytes = cast params x 2", linears * 2,
+       weight_memory(all, cast, fp8, 1, 8).autocast_copy);
+  CHECK(weight_memory(all, cast, fp8, 1, 8).autocast_copy == Approx(linears * 2).epsilon(1e-12));
+  CHECK(weight_memory(all, cast, fp8, 1, 8).weights == Approx(all * 2).epsilon(1e-12));
+  CHECK(weight_memory(all, cast, fp8, 3, 8).autocast_copy == 0);  // ZeRO-3: follows the gather
+  // The cast reads the bf16 weight (2) and writes both copies (1 + 1), once a step.
+  const double expected = km.memory_stream(4 * linears, MemoryKind::elementwise);
+  show("Llama 3 8B, tp 1: cast of the held cast weights, 4 bytes each, streamed", expected,
+       fp8_weight_cast(km, cast, fp8));
+  CHECK(b.stored == 2);
+  CHECK(b.copy == 2);
+  CHECK(fp8_weight_cast(km, cast, fp8) == Approx(expected).epsilon(1e-12));
+  CHECK(fp8_weight_cast(km, 0.25 * cast, fp8) + fp8_weight_cast(km, 0.75 * cast, fp8) == Approx(expected).epsilon(1e-12));
+  CHECK(fp8_weight_cast(km, cast, kMixed) == 0);
+  CHECK(weight_memory(all, cast, kMixed, 1, 8).autocast_copy == 0);  // bf16 GEMMs: no copy
   CHECK(fp8.weight_gemm == DType::fp8);
   CHECK(fp8.master_bytes == 4);  // fp32 master weights behind bf16 ones, as mixed-bf16
+
+  // fp8_param_gather: the cast weights are fp8 parameters (1 byte), with no bf16 copy; TE
+  // adds their transpose (1); the step's cast reads 1 and writes 1.
+  PrecisionRules gathered = fp8;
+  gathered.fp8_param_gather = true;
+  const WeightMemory w = weight_memory(all, cast, gathered, 1, 8);
+  show("Llama 3 8B, fp8_param_gather, ZeRO-1: weights + copy = other x 2 + cast x (1 + 1)",
+       (all - cast) * 2 + cast * 2, w.weights + w.autocast_copy);
+  CHECK(w.weights == Approx((all - cast) * 2 + cast * 1).epsilon(1e-12));
+  CHECK(w.autocast_copy == Approx(cast * 1).epsilon(1e-12));
+  CHECK(fp8_weight_cast(km, cast, gathered) == Approx(km.memory_stream(2 * cast, MemoryKind::elementwise)).epsilon(1e-12));
+  // The distributed optimizer all-gathers them as fp8 (1 byte), the rest in bf16 (2); the
+  // gradients are reduced as before.
+  show("Llama 3 8B, fp8_param_gather, ZeRO-1 dp 8: all-gather bytes = other x 2 + cast x 1",
+       (all - cast) * 2 + cast, gradient_sync(all, cast, gathered, 1, 8).gather_bytes);
+  CHECK(gradient_sync(all, cast, gathered, 1, 8).gather_bytes == Approx((all - cast) * 2 + cast).epsilon(1e-12));
+  CHECK(gradient_sync(all, cast, gathered, 3, 8).gather_per_pass == Approx((all - cast) * 2 + cast).epsilon(1e-12));
+  CHECK(gradient_sync(all, cast, gathered, 1, 8).reduce_bytes == gradient_sync(all, cast, fp8, 1, 8).reduce_bytes);
+  CHECK(gradient_sync(all, cast, fp8, 1, 8).gather_bytes == Approx(all * 2).epsilon(1e-12));  // without: bf16
+  CHECK(gathered_block_bytes(cast, cast, gathered, 3) == Approx(cast * (1 + 1)).epsilon(1e-12));
 }
 
 TEST_CASE("kept activations per recompute mode (Korthikanti et al. 2022)", "[rules]") {
@@ -338,11 +393,12 @@ TEST_CASE("stage memory: under ZeRO-3 the fp8 weight copy lives with the gathere
   in.params = 1e9;
   in.largest_block_params = 1e8;
   in.largest_block_fp8_params = 1e8;
+  in.fp8_params = 0.9e9;  // all but the embedding and output layer, say
   in.zero = 1;
   in.dp = 8;
   in.micro_batches = 16;
-  const double zero1 = 1e9 * (2 + 4 + 12.0 / 8) + 1e9 * 2;
-  show("mixed-fp8, ZeRO-1 dp 8: weights, grads, states / 8, fp8 copy of every parameter", zero1, stage_memory(in, fp8).total());
+  const double zero1 = 1e9 * (2 + 4 + 12.0 / 8) + 0.9e9 * 2;
+  show("mixed-fp8, ZeRO-1 dp 8: weights, grads, states / 8, fp8 copy of the cast parameters", zero1, stage_memory(in, fp8).total());
   CHECK(stage_memory(in, fp8).total() == Approx(zero1).epsilon(1e-12));
   in.zero = 3;
   const double zero3 = 1e9 * 18 / 8 + 2 * 1e8 * (2 + 2);
@@ -743,8 +799,8 @@ TEST_CASE("megatron-2019's FP16_Optimizer moves 64 bytes per parameter, and redu
   CHECK(bf16_grads.grad_comm_bytes == 2);
   CHECK(precision_rules(TrainingSpec{}).grad_bytes == 4);  // mixed-bf16 default: fp32 main gradients
   const double P = 1e9;
-  show("ZeRO-1 over 8 with bf16 main gradients: gradient bytes per GPU", 2 * P, weight_memory(P, bf16_grads, 1, 8).gradients);
-  CHECK(weight_memory(P, bf16_grads, 1, 8).gradients == Approx(2 * P));
+  show("ZeRO-1 over 8 with bf16 main gradients: gradient bytes per GPU", 2 * P, weight_memory(P, 0, bf16_grads, 1, 8).gradients);
+  CHECK(weight_memory(P, 0, bf16_grads, 1, 8).gradients == Approx(2 * P));
 }
 
 TEST_CASE("DDP scales every gradient by 1/dp: one read + write pass, two without the bucket view", "[rules]") {

@@ -77,7 +77,7 @@ TEST_CASE("a collective beside one compute segment: the closed form with the int
           "[sim][overlap][interference]") {
   const ClusterModel c = two_gpus();
   const sim::ReplayPlan probe = bucket_beside_compute(0, 0, 0, {});
-  const Bytes bytes = gradient_sync(probe.stages[0].params, probe.precision, 0, 2).reduce_bytes;
+  const Bytes bytes = gradient_sync(probe.stages[0].params, 0, probe.precision, 0, 2).reduce_bytes;
   const double T = sim::time_collectives(c, {{probe.collectives, Collective::all_reduce, bytes, {{0, 1}}}}).at(0);
   const OverlapInterference measured{1.4, 1.5, "test factors"};
   const double f = 2e-3, b = 1e-3;
