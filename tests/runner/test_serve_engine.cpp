@@ -9,12 +9,12 @@
 // engine"), so a change that makes the replay worse fails.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <unordered_set>
 #include <unistd.h>
 
@@ -462,6 +462,40 @@ struct ErrorTally {
                 e.size());
   }
 };
+
+// TTFT p50, TTFT p90, E2E p50, E2E p90 (seconds) of one run.
+using Figures = std::array<double, 4>;
+const char* const kFigureNames[] = {"TTFT p50", "TTFT p90", "E2E p50", "E2E p90"};
+
+// The steady runs of one trace: each measured run and its replay with that run's own
+// process host fit.
+struct SteadyTrace {
+  std::vector<Figures> measured, simulated;
+};
+
+// A run of warm-truth.json: its measured figures.
+Figures measured_figures(const nlohmann::json& run) {
+  return {run["ttft_s"][0].get<double>(), run["ttft_s"][1].get<double>(), run["e2e_s"][0].get<double>(),
+          run["e2e_s"][1].get<double>()};
+}
+
+// Pooled relative variance of one run of a figure: sum over traces of the squared
+// deviations from the trace's mean (relative to it) over the degrees of freedom (runs - 1
+// per trace). Pools traces of different load, which is why it is relative.
+struct PooledSpread {
+  Figures squares{};
+  int dof = 0;
+  void add(const std::vector<Figures>& runs) {
+    if (runs.size() < 2) return;
+    for (std::size_t k = 0; k < 4; ++k) {
+      double mean = 0;
+      for (const auto& r : runs) mean += r[k] / double(runs.size());
+      for (const auto& r : runs) squares[k] += (r[k] / mean - 1) * (r[k] / mean - 1);
+    }
+    dof += int(runs.size()) - 1;
+  }
+  double sd(std::size_t k) const { return dof > 0 ? std::sqrt(squares[k] / dof) : std::nan(""); }
+};
 }  // namespace
 
 TEST_CASE("serve: transformers-fifo against the warm ground truth, each process with its own host fit",
@@ -491,7 +525,7 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
   std::printf("steady (a trace after another in one process)\n%-9s %-6s %-4s | %-23s | %-23s | %-23s | %-23s\n", "model",
               "run", "proc", "TTFT p50 ms meas/sim/err", "TTFT p90 ms", "E2E p50 s", "E2E p90 s");
   ErrorTally steady;
-  std::set<std::pair<std::string, std::string>> steady_traces;
+  std::map<std::pair<std::string, std::string>, SteadyTrace> steady_traces;
   for (const auto& proc : index["processes"]) {
     for (const auto& r : proc["runs"]) {
       if (r["order"].get<int>() < 1 || r["pass"].get<int>() != 1) continue;
@@ -505,7 +539,10 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
                         c4 = err_cell(r["e2e_s"][1], percentile(w.e2e, 0.9), 1, steady);
       std::printf("%-9s %-6s %-4s | %s | %s | %s | %s\n", model.c_str(), label.c_str(),
                   proc["process"].get<std::string>().c_str(), c1.c_str(), c2.c_str(), c3.c_str(), c4.c_str());
-      steady_traces.insert({model, label});
+      SteadyTrace& t = steady_traces[{model, label}];
+      t.measured.push_back(measured_figures(r));
+      t.simulated.push_back(
+          {percentile(w.ttft, 0.5), percentile(w.ttft, 0.9), percentile(w.e2e, 0.5), percentile(w.e2e, 0.9)});
     }
   }
   steady.print("steady");
@@ -514,6 +551,7 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
               "model", "run", "proc", "TTFT p50 ms pass1 mean spread sim err", "TTFT p90 ms", "E2E p50 s", "E2E p90 s");
   ErrorTally repeat;
   std::vector<double> spreads;
+  PooledSpread repeat_spread;  // of one warm pass (passes 2-3), for comparison with the steady runs'
   for (const auto& proc : index["processes"]) {
     std::map<std::pair<std::string, std::string>, std::vector<const nlohmann::json*>> by_trace;
     for (const auto& r : proc["runs"])
@@ -544,6 +582,10 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
       };
       const std::string c1 = cell("ttft_s", 0, w.ttft, 0.5, 1e3), c2 = cell("ttft_s", 1, w.ttft, 0.9, 1e3),
                         c3 = cell("e2e_s", 0, w.e2e, 0.5, 1), c4 = cell("e2e_s", 1, w.e2e, 0.9, 1);
+      std::vector<Figures> warm_passes;
+      for (const auto* p : passes)
+        if ((*p)["pass"].get<int>() != 1) warm_passes.push_back(measured_figures(*p));
+      repeat_spread.add(warm_passes);
       std::printf("%-9s %-6s %-4s | %s | %s | %s | %s\n", model.c_str(), label.c_str(),
                   proc["process"].get<std::string>().c_str(), c1.c_str(), c2.c_str(), c3.c_str(), c4.c_str());
     }
@@ -552,13 +594,81 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
   std::sort(spreads.begin(), spreads.end());
   std::printf("spread of two warm passes of one trace: median %.1f%%, max %.1f%%\n", 100 * percentile(spreads, 0.5),
               100 * spreads.back());
-  CHECK(steady_traces.size() == 9);
   // Reached 2026-11-27 (steady median 7.2 %, max 26.7 %); the issue's goal is 10 % on every
   // figure, below the engine's own repeatability (the spread printed above). The bounds
   // keep what is reached, so a change that makes the replay worse fails.
   CHECK(steady.median() <= 0.08);
   CHECK(steady.max() <= 0.30);
   CHECK(repeat.median() <= 0.08);
+
+  // steady mean: the truth the issue's 10 % can be judged against, since one run of the
+  // engine does not repeat to 10 %. Per trace, the mean over its steady runs of each figure,
+  // measured, against the mean of the replays of the same runs (each with its own process's
+  // host fit). The standard error of the measured mean is s / sqrt(n), s the relative
+  // standard deviation of one steady run pooled over the traces that ran more than once (a
+  // trace's own spread has one degree of freedom at n = 2 and none at n = 1). A figure is
+  // within 10 % beyond noise when |error| + 2 SE <= 10 %, outside when |error| - 2 SE > 10 %,
+  // and undecided (the 10 % bound is inside the measurement's noise) otherwise.
+  PooledSpread steady_spread;
+  for (const auto& [key, t] : steady_traces) steady_spread.add(t.measured);
+  std::printf("steady mean (per trace, the mean of its steady runs; SE from one run's pooled spread)\n"
+              "%-9s %-6s %2s | %-8s | %9s %9s %7s | %6s %6s | %-7s | %s\n",
+              "model", "run", "n", "figure", "measured", "simulated", "error", "spread", "SE", "10 %?",
+              "runs to decide");
+  ErrorTally steady_mean;
+  int decided_in = 0, decided_out = 0, undecided = 0;
+  for (const auto& [key, t] : steady_traces) {
+    const std::size_t n = t.measured.size();
+    REQUIRE(n >= 1);
+    REQUIRE(t.simulated.size() == n);
+    for (std::size_t k = 0; k < 4; ++k) {
+      double meas = 0, sim_value = 0, lo = t.measured[0][k], hi = lo;
+      for (std::size_t i = 0; i < n; ++i) {
+        meas += t.measured[i][k] / double(n);
+        sim_value += t.simulated[i][k] / double(n);
+        lo = std::min(lo, t.measured[i][k]);
+        hi = std::max(hi, t.measured[i][k]);
+      }
+      const double err = (sim_value - meas) / meas, se = steady_spread.sd(k) / std::sqrt(double(n));
+      CHECK(std::isfinite(meas));
+      CHECK(std::isfinite(sim_value));
+      CHECK(meas > 0);
+      steady_mean.errors.push_back(std::fabs(err));
+      const char* verdict = std::fabs(err) + 2 * se <= 0.10  ? "within"
+                            : std::fabs(err) - 2 * se > 0.10 ? "outside"
+                                                             : "noise";
+      (verdict[0] == 'w' ? decided_in : verdict[0] == 'o' ? decided_out : undecided) += 1;
+      const double scale = k < 2 ? 1e3 : 1;
+      char spread[16] = "     -";
+      if (n > 1) std::snprintf(spread, sizeof spread, "%5.1f%%", 100 * (hi - lo) / meas);
+      // Runs that would put 2 SE inside the gap between this error and 10 % (were the error to
+      // stay where it is): what the next measurements need.
+      const double gap = std::fabs(0.10 - std::fabs(err));
+      const double needed = std::ceil(std::pow(2 * steady_spread.sd(k) / std::max(gap, 1e-3), 2));
+      std::printf("%-9s %-6s %2zu | %-8s | %9.2f %9.2f %+6.1f%% | %s %5.1f%% | %-7s | %.0f\n", key.first.c_str(),
+                  key.second.c_str(), n, kFigureNames[k], meas * scale, sim_value * scale, 100 * err, spread, 100 * se,
+                  verdict, std::max(needed, double(n)));
+    }
+  }
+  std::printf("relative SD of one run, pooled: steady runs (%d dof) %.1f / %.1f / %.1f / %.1f %%, warm passes 2-3 (%d "
+              "dof) %.1f / %.1f / %.1f / %.1f %% (TTFT p50, p90, E2E p50, p90)\n",
+              steady_spread.dof, 100 * steady_spread.sd(0), 100 * steady_spread.sd(1), 100 * steady_spread.sd(2),
+              100 * steady_spread.sd(3), repeat_spread.dof, 100 * repeat_spread.sd(0), 100 * repeat_spread.sd(1),
+              100 * repeat_spread.sd(2), 100 * repeat_spread.sd(3));
+  steady_mean.print("steady mean");
+  std::printf("against 10 %% with 2 SE: within %d, outside %d, undecided (inside the noise) %d of %zu\n", decided_in,
+              decided_out, undecided, steady_mean.errors.size());
+  // Every committed Poisson trace (nine) has at least one steady run, every figure a mean.
+  CHECK(steady_traces.size() == 9);
+  CHECK(steady_mean.errors.size() == 36);
+  CHECK(steady_spread.dof >= 1);
+  for (std::size_t k = 0; k < 4; ++k) CHECK(std::isfinite(steady_spread.sd(k)));
+  // Reached 2026-11-27 on the 12 steady runs (1 to 2 a trace): median 6.2 %, max 26.7 % (1B
+  // 2 req/s TTFT p90, one run), 25 of 36 within 10 %; 2 SE decide only 2 of 36 figures
+  // (one within 10 %, one outside): the 10 % goal is inside the noise of 1-2 runs a trace.
+  // Bounds that keep what is reached; more runs move the means either way.
+  CHECK(steady_mean.median() <= 0.07);
+  CHECK(steady_mean.max() <= 0.30);
 }
 
 TEST_CASE("serve: a cuDNN graph built once per shape and process: the second identical request pays no build",
