@@ -729,3 +729,164 @@ TEST_CASE("serve: a cuDNN graph built once per shape and process: the second ide
   std::printf("E2E first %.4f s, second %.4f s: saved %.4f s, expected %.4f s\n", first, second, first - second, saved);
   CHECK(first - second == Approx(saved).epsilon(1e-9));
 }
+
+namespace {
+// A gzip-compressed JSON file of the repository (the warm ground truth's iteration logs),
+// read through Debian's gzip.
+nlohmann::json read_json_gz(const fs::path& file) {
+  REQUIRE(fs::is_regular_file(file));
+  const std::string cmd = "gzip -dc '" + file.string() + "'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string text;
+  char buf[1 << 16];
+  for (std::size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
+  REQUIRE(::pclose(p) == 0);
+  return nlohmann::json::parse(text);
+}
+}  // namespace
+
+TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's own schedule", "[serving][engine]") {
+  // Where does the replay's TTFT p90 deficit of some warm runs come from (1B 2 req/s -27 %, 1B
+  // 4 req/s -20 %, 8B 5 req/s -18 %)? Every iteration each process logged is timed by the
+  // batch-time model (its own host fit; the graph cache over the process's runs in order, as
+  // the engine's), and each request's TTFT is rebuilt on the engine's own schedule: the rest
+  // of the iteration running at its arrival (pro rata) and the modelled times of the
+  // iterations up to its first token's. No scheduler of ours is involved. If that TTFT has
+  // the replay's deficit, the cause is the iteration times, not the schedule. Then the same
+  // with each iteration's time drawn with a residual (measured - modelled) of the process's
+  // own fit runs (single0, probe; 200 seeded draws, mean of the percentiles): how much of the
+  // deficit the host's per-iteration variability, as the fit runs show it, explains.
+  const fs::path dir = kData / "serving-warm-2026-11-27";
+  const nlohmann::json index = read_json_file((dir / "warm-truth.json").string());
+  const nlohmann::json committed = read_json_file((dir / index["replays"].get<std::string>()).string());
+  std::printf("%-4s %-9s %-12s | TTFT p50/p90 ms: measured | modelled on its schedule | with fit-run residuals | "
+              "iteration residual ms median/p90: this run, fit runs\n", "proc", "model", "run");
+  ErrorTally on_log, drawn;
+  int runs = 0, p50_above = 0, p90_below = 0;
+  for (const auto& proc : index["processes"]) {
+    if (!proc.contains("engine_file")) continue;  // no per-request records (g1)
+    const std::string g = proc["process"];
+    const nlohmann::json itlog = read_json_gz(dir / (g + "-iterations.json.gz"));
+    const nlohmann::json eng = read_json_gz(dir / proc["engine_file"].get<std::string>());
+    struct PerModel {
+      ServingScenario s;
+      std::unique_ptr<ClusterModel> cluster;
+      std::unique_ptr<BatchTimeModel> model;
+      std::unordered_set<std::uint64_t> graphs;
+      std::vector<double> fit_residuals;
+    };
+    std::map<std::string, PerModel> models;
+    for (const auto& run : itlog["runs"]) {
+      const std::string name = run["model"], label = run["label"];
+      PerModel& pm = models[name];
+      if (!pm.model) {
+        Diagnostics diag(g);
+        pm.s = parse_serving_scenario(runner::engine_scenario(committed["models"][name], proc["engines"][name], "t.csv",
+                                                              (dir / proc["host_file"].get<std::string>()).string()),
+                                      diag);
+        REQUIRE(diag.ok());
+        read_engine_host_cost(pm.s.engine.host);
+        Diagnostics cd(g);
+        pm.cluster = std::make_unique<ClusterModel>(resolve_cluster(pm.s.cluster, cd));
+        REQUIRE(cd.ok());
+        pm.model = std::make_unique<BatchTimeModel>(pm.s.model, *pm.cluster, pm.s.engine, 1, 1);
+      }
+      const auto& C = run["columns"];
+      const std::size_t n = C["t_s"].size();
+      std::vector<double> start(n), meas(n), model(n), residuals;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t kv = C["kv_read"][i], nr = C["n_req"][i], np = C["n_prefill"][i], pt = C["prefill_tokens"][i];
+        BatchShape b;
+        b.decodes = nr - np;
+        for (std::int64_t k = 0; k < np; ++k) b.prefills.push_back({pt / np + (k < pt % np ? 1 : 0), 0});
+        b.decode_context = double(kv - pt);
+        b.sampled = C["new_tokens"][i];
+        const std::uint64_t key = pm.model->graph_key(b);
+        model[i] = pm.model->time(b, key != 0 && !pm.graphs.insert(key).second).total;
+        start[i] = C["t_s"][i];
+        meas[i] = C["prep_s"][i].get<double>() + C["launch_s"][i].get<double>() + C["sync_s"][i].get<double>() +
+                  C["update_s"][i].get<double>();
+        if (i > 0) residuals.push_back(meas[i] - model[i]);  // the first iteration of a run may pay initialisation
+      }
+      if (label == "single0" || label == "probe")
+        pm.fit_residuals.insert(pm.fit_residuals.end(), residuals.begin(), residuals.end());
+      const nlohmann::json* er = nullptr;
+      for (const auto& r : eng["runs"])
+        if (r["label"] == label && r["model"] == name && r.contains("replay_of")) er = &r;
+      if (!er) continue;
+      REQUIRE(!pm.fit_residuals.empty());  // the fit runs come first in every process
+      // Per request: the iteration running at its arrival and the share of it left, then the
+      // iterations up to the last one started before its first token.
+      struct Span {
+        std::size_t head, first, last;
+        double share;
+      };
+      std::vector<Span> spans;
+      std::vector<double> ttft;
+      for (const auto& q : (*er)["requests"]) {
+        const double a = q["arrival_s"], f = q["first_token_s"];
+        std::size_t i0 = 0;
+        while (i0 + 1 < n && start[i0 + 1] <= a) ++i0;
+        std::size_t i1 = i0;
+        while (i1 + 1 < n && start[i1 + 1] < f - 1e-4) ++i1;
+        const double share = start[i0] + meas[i0] > a ? 1 - (a - start[i0]) / meas[i0] : 0.0;
+        spans.push_back({i0, i0 + 1, i1, share});
+        ttft.push_back(f - a);
+      }
+      const auto rebuilt = [&](const std::vector<double>& t) {
+        std::vector<double> out;
+        for (const Span& sp : spans) {
+          double x = sp.share * t[sp.head];
+          for (std::size_t i = sp.first; i <= sp.last; ++i) x += t[i];
+          out.push_back(x);
+        }
+        return out;
+      };
+      const std::vector<double> hat = rebuilt(model);
+      std::uint64_t state = 20261127;  // a fixed seed: the same draws every run
+      const auto uniform = [&state]() {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return double(state >> 11) / double(1ULL << 53);
+      };
+      const auto& fr = pm.fit_residuals;
+      double mc50 = 0, mc90 = 0;
+      const int draws = 200;
+      for (int k = 0; k < draws; ++k) {
+        std::vector<double> t(n);
+        for (std::size_t i = 0; i < n; ++i)
+          t[i] = std::max(0.0, model[i] + fr[std::min(fr.size() - 1, std::size_t(uniform() * double(fr.size())))]);
+        const std::vector<double> h = rebuilt(t);
+        mc50 += percentile(h, 0.5) / draws;
+        mc90 += percentile(h, 0.9) / draws;
+      }
+      const double m50 = percentile(ttft, 0.5), m90 = percentile(ttft, 0.9), h50 = percentile(hat, 0.5),
+                   h90 = percentile(hat, 0.9);
+      for (const double e : {h50 / m50 - 1, h90 / m90 - 1}) on_log.errors.push_back(std::fabs(e));
+      p50_above += h50 > m50;
+      p90_below += h90 < m90;
+      for (const double e : {mc50 / m50 - 1, mc90 / m90 - 1}) drawn.errors.push_back(std::fabs(e));
+      CHECK(std::isfinite(mc90));
+      std::printf("%-4s %-9s %-12s | %4.0f %4.0f | %4.0f %4.0f (%+5.1f%% %+5.1f%%) | %4.0f %4.0f (%+5.1f%% %+5.1f%%) | "
+                  "%+5.1f %+5.1f, %+5.1f %+5.1f\n",
+                  g.c_str(), name.c_str(), label.c_str(), 1e3 * m50, 1e3 * m90, 1e3 * h50, 1e3 * h90, 100 * (h50 / m50 - 1),
+                  100 * (h90 / m90 - 1), 1e3 * mc50, 1e3 * mc90, 100 * (mc50 / m50 - 1), 100 * (mc90 / m90 - 1),
+                  1e3 * percentile(residuals, 0.5), 1e3 * percentile(residuals, 0.9), 1e3 * percentile(fr, 0.5),
+                  1e3 * percentile(fr, 0.9));
+      ++runs;
+    }
+  }
+  on_log.print("modelled iterations on the engine's schedule");
+  std::printf("  TTFT p50 above the measured in %d of %d runs, TTFT p90 below in %d\n", p50_above, runs, p90_below);
+  drawn.print("with the fit runs' residuals drawn");
+  CHECK(runs == 31);  // every replayed run with per-request records (all but g1's nine)
+  // Reached 2026-11-27: on the engine's schedule, median 6.1 %, max 25.9 % (s1's 1B 2 req/s
+  // TTFT p90, as in the replay: the schedule is not the cause); TTFT p90 below the measured
+  // in 25 of 31 runs (p50 above in 17), as when a right-skewed iteration time is replaced by
+  // its fitted mean (per-run residual median -14 to +4 ms, p90 +2 to +44 ms). The
+  // fit runs' residuals drawn: 5.8 %, 23.9 % (s1's fit runs were quieter, residual p90 +8 ms,
+  // than its 2 req/s run, +28 ms). Bounds that keep what is reached.
+  CHECK(on_log.median() <= 0.07);
+  CHECK(on_log.max() <= 0.30);
+  CHECK(drawn.median() <= 0.07);
+}
