@@ -309,6 +309,25 @@ TEST_CASE("serve: bad transformers-fifo settings name the JSON path and the valu
   fs::remove(bad);
 }
 
+namespace {
+// Logged engine iteration i (the columns of an iteration log, measure_engine.py): its batch,
+// the prefill tokens split evenly over its prefill requests and the decode context = KV read
+// - prefill tokens, and its measured time, prepare + launch + GPU wait + update.
+BatchShape logged_batch(const nlohmann::json& C, std::size_t i) {
+  const std::int64_t kv = C["kv_read"][i], nr = C["n_req"][i], np = C["n_prefill"][i], pt = C["prefill_tokens"][i];
+  BatchShape b;
+  b.decodes = nr - np;
+  for (std::int64_t k = 0; k < np; ++k) b.prefills.push_back({pt / np + (k < pt % np ? 1 : 0), 0});
+  b.decode_context = double(kv - pt);
+  b.sampled = C["new_tokens"][i];
+  return b;
+}
+double logged_seconds(const nlohmann::json& C, std::size_t i) {
+  return C["prep_s"][i].get<double>() + C["launch_s"][i].get<double>() + C["sync_s"][i].get<double>() +
+         C["update_s"][i].get<double>();
+}
+}  // namespace
+
 TEST_CASE("serve: the engine's iteration times against its iteration log, and its host stalls", "[serving][engine]") {
   // Every iteration the engine logged in the replayed Poisson runs (serving-engine-iterations:
   // prepare, launch, sync, update and the batch's composition), timed by the batch-time model
@@ -346,16 +365,10 @@ TEST_CASE("serve: the engine's iteration times against its iteration log, and it
     // its process, in warm-up and probe runs, are not known here: a lower bound of hits).
     std::unordered_set<std::uint64_t> graphs;
     for (std::size_t i = 1; i < n; ++i) {  // the first iteration of a run may pay initialisation
-      const std::int64_t kv = C["kv_read"][i], nr = C["n_req"][i], np = C["n_prefill"][i], pt = C["prefill_tokens"][i];
-      BatchShape b;
-      b.decodes = nr - np;
-      for (std::int64_t k = 0; k < np; ++k) b.prefills.push_back({pt / np + (k < pt % np ? 1 : 0), 0});
-      b.decode_context = double(kv - pt);
-      b.sampled = C["new_tokens"][i];
+      const BatchShape b = logged_batch(C, i);
       const std::uint64_t key = m.graph_key(b);
       const double model = m.time(b, key != 0 && !graphs.insert(key).second).total;
-      const double meas = C["prep_s"][i].get<double>() + C["launch_s"][i].get<double>() + C["sync_s"][i].get<double>() +
-                          C["update_s"][i].get<double>();
+      const double meas = logged_seconds(C, i);
       busy_meas += meas;
       busy_model += model;
       errs.push_back(std::fabs(model - meas) / meas);
@@ -796,17 +809,11 @@ TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's o
       const std::size_t n = C["t_s"].size();
       std::vector<double> start(n), meas(n), model(n), residuals;
       for (std::size_t i = 0; i < n; ++i) {
-        const std::int64_t kv = C["kv_read"][i], nr = C["n_req"][i], np = C["n_prefill"][i], pt = C["prefill_tokens"][i];
-        BatchShape b;
-        b.decodes = nr - np;
-        for (std::int64_t k = 0; k < np; ++k) b.prefills.push_back({pt / np + (k < pt % np ? 1 : 0), 0});
-        b.decode_context = double(kv - pt);
-        b.sampled = C["new_tokens"][i];
+        const BatchShape b = logged_batch(C, i);
         const std::uint64_t key = pm.model->graph_key(b);
         model[i] = pm.model->time(b, key != 0 && !pm.graphs.insert(key).second).total;
         start[i] = C["t_s"][i];
-        meas[i] = C["prep_s"][i].get<double>() + C["launch_s"][i].get<double>() + C["sync_s"][i].get<double>() +
-                  C["update_s"][i].get<double>();
+        meas[i] = logged_seconds(C, i);
         if (i > 0) residuals.push_back(meas[i] - model[i]);  // the first iteration of a run may pay initialisation
       }
       if (label == "single0" || label == "probe")
