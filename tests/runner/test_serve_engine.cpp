@@ -9,12 +9,12 @@
 // engine"), so a change that makes the replay worse fails.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <unordered_set>
 #include <unistd.h>
 
@@ -309,6 +309,25 @@ TEST_CASE("serve: bad transformers-fifo settings name the JSON path and the valu
   fs::remove(bad);
 }
 
+namespace {
+// Logged engine iteration i (the columns of an iteration log, measure_engine.py): its batch,
+// the prefill tokens split evenly over its prefill requests and the decode context = KV read
+// - prefill tokens, and its measured time, prepare + launch + GPU wait + update.
+BatchShape logged_batch(const nlohmann::json& C, std::size_t i) {
+  const std::int64_t kv = C["kv_read"][i], nr = C["n_req"][i], np = C["n_prefill"][i], pt = C["prefill_tokens"][i];
+  BatchShape b;
+  b.decodes = nr - np;
+  for (std::int64_t k = 0; k < np; ++k) b.prefills.push_back({pt / np + (k < pt % np ? 1 : 0), 0});
+  b.decode_context = double(kv - pt);
+  b.sampled = C["new_tokens"][i];
+  return b;
+}
+double logged_seconds(const nlohmann::json& C, std::size_t i) {
+  return C["prep_s"][i].get<double>() + C["launch_s"][i].get<double>() + C["sync_s"][i].get<double>() +
+         C["update_s"][i].get<double>();
+}
+}  // namespace
+
 TEST_CASE("serve: the engine's iteration times against its iteration log, and its host stalls", "[serving][engine]") {
   // Every iteration the engine logged in the replayed Poisson runs (serving-engine-iterations:
   // prepare, launch, sync, update and the batch's composition), timed by the batch-time model
@@ -346,16 +365,10 @@ TEST_CASE("serve: the engine's iteration times against its iteration log, and it
     // its process, in warm-up and probe runs, are not known here: a lower bound of hits).
     std::unordered_set<std::uint64_t> graphs;
     for (std::size_t i = 1; i < n; ++i) {  // the first iteration of a run may pay initialisation
-      const std::int64_t kv = C["kv_read"][i], nr = C["n_req"][i], np = C["n_prefill"][i], pt = C["prefill_tokens"][i];
-      BatchShape b;
-      b.decodes = nr - np;
-      for (std::int64_t k = 0; k < np; ++k) b.prefills.push_back({pt / np + (k < pt % np ? 1 : 0), 0});
-      b.decode_context = double(kv - pt);
-      b.sampled = C["new_tokens"][i];
+      const BatchShape b = logged_batch(C, i);
       const std::uint64_t key = m.graph_key(b);
       const double model = m.time(b, key != 0 && !graphs.insert(key).second).total;
-      const double meas = C["prep_s"][i].get<double>() + C["launch_s"][i].get<double>() + C["sync_s"][i].get<double>() +
-                          C["update_s"][i].get<double>();
+      const double meas = logged_seconds(C, i);
       busy_meas += meas;
       busy_model += model;
       errs.push_back(std::fabs(model - meas) / meas);
@@ -462,6 +475,40 @@ struct ErrorTally {
                 e.size());
   }
 };
+
+// TTFT p50, TTFT p90, E2E p50, E2E p90 (seconds) of one run.
+using Figures = std::array<double, 4>;
+const char* const kFigureNames[] = {"TTFT p50", "TTFT p90", "E2E p50", "E2E p90"};
+
+// The steady runs of one trace: each measured run and its replay with that run's own
+// process host fit.
+struct SteadyTrace {
+  std::vector<Figures> measured, simulated;
+};
+
+// A run of warm-truth.json: its measured figures.
+Figures measured_figures(const nlohmann::json& run) {
+  return {run["ttft_s"][0].get<double>(), run["ttft_s"][1].get<double>(), run["e2e_s"][0].get<double>(),
+          run["e2e_s"][1].get<double>()};
+}
+
+// Pooled relative variance of one run of a figure: sum over traces of the squared
+// deviations from the trace's mean (relative to it) over the degrees of freedom (runs - 1
+// per trace). Pools traces of different load, which is why it is relative.
+struct PooledSpread {
+  Figures squares{};
+  int dof = 0;
+  void add(const std::vector<Figures>& runs) {
+    if (runs.size() < 2) return;
+    for (std::size_t k = 0; k < 4; ++k) {
+      double mean = 0;
+      for (const auto& r : runs) mean += r[k] / double(runs.size());
+      for (const auto& r : runs) squares[k] += (r[k] / mean - 1) * (r[k] / mean - 1);
+    }
+    dof += int(runs.size()) - 1;
+  }
+  double sd(std::size_t k) const { return dof > 0 ? std::sqrt(squares[k] / dof) : std::nan(""); }
+};
 }  // namespace
 
 TEST_CASE("serve: transformers-fifo against the warm ground truth, each process with its own host fit",
@@ -491,7 +538,7 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
   std::printf("steady (a trace after another in one process)\n%-9s %-6s %-4s | %-23s | %-23s | %-23s | %-23s\n", "model",
               "run", "proc", "TTFT p50 ms meas/sim/err", "TTFT p90 ms", "E2E p50 s", "E2E p90 s");
   ErrorTally steady;
-  std::set<std::pair<std::string, std::string>> steady_traces;
+  std::map<std::pair<std::string, std::string>, SteadyTrace> steady_traces;
   for (const auto& proc : index["processes"]) {
     for (const auto& r : proc["runs"]) {
       if (r["order"].get<int>() < 1 || r["pass"].get<int>() != 1) continue;
@@ -505,7 +552,10 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
                         c4 = err_cell(r["e2e_s"][1], percentile(w.e2e, 0.9), 1, steady);
       std::printf("%-9s %-6s %-4s | %s | %s | %s | %s\n", model.c_str(), label.c_str(),
                   proc["process"].get<std::string>().c_str(), c1.c_str(), c2.c_str(), c3.c_str(), c4.c_str());
-      steady_traces.insert({model, label});
+      SteadyTrace& t = steady_traces[{model, label}];
+      t.measured.push_back(measured_figures(r));
+      t.simulated.push_back(
+          {percentile(w.ttft, 0.5), percentile(w.ttft, 0.9), percentile(w.e2e, 0.5), percentile(w.e2e, 0.9)});
     }
   }
   steady.print("steady");
@@ -514,6 +564,7 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
               "model", "run", "proc", "TTFT p50 ms pass1 mean spread sim err", "TTFT p90 ms", "E2E p50 s", "E2E p90 s");
   ErrorTally repeat;
   std::vector<double> spreads;
+  PooledSpread repeat_spread;  // of one warm pass (passes 2-3), for comparison with the steady runs'
   for (const auto& proc : index["processes"]) {
     std::map<std::pair<std::string, std::string>, std::vector<const nlohmann::json*>> by_trace;
     for (const auto& r : proc["runs"])
@@ -544,6 +595,10 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
       };
       const std::string c1 = cell("ttft_s", 0, w.ttft, 0.5, 1e3), c2 = cell("ttft_s", 1, w.ttft, 0.9, 1e3),
                         c3 = cell("e2e_s", 0, w.e2e, 0.5, 1), c4 = cell("e2e_s", 1, w.e2e, 0.9, 1);
+      std::vector<Figures> warm_passes;
+      for (const auto* p : passes)
+        if ((*p)["pass"].get<int>() != 1) warm_passes.push_back(measured_figures(*p));
+      repeat_spread.add(warm_passes);
       std::printf("%-9s %-6s %-4s | %s | %s | %s | %s\n", model.c_str(), label.c_str(),
                   proc["process"].get<std::string>().c_str(), c1.c_str(), c2.c_str(), c3.c_str(), c4.c_str());
     }
@@ -552,13 +607,81 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
   std::sort(spreads.begin(), spreads.end());
   std::printf("spread of two warm passes of one trace: median %.1f%%, max %.1f%%\n", 100 * percentile(spreads, 0.5),
               100 * spreads.back());
-  CHECK(steady_traces.size() == 9);
   // Reached 2026-11-27 (steady median 7.2 %, max 26.7 %); the issue's goal is 10 % on every
   // figure, below the engine's own repeatability (the spread printed above). The bounds
   // keep what is reached, so a change that makes the replay worse fails.
   CHECK(steady.median() <= 0.08);
   CHECK(steady.max() <= 0.30);
   CHECK(repeat.median() <= 0.08);
+
+  // steady mean: the truth the issue's 10 % can be judged against, since one run of the
+  // engine does not repeat to 10 %. Per trace, the mean over its steady runs of each figure,
+  // measured, against the mean of the replays of the same runs (each with its own process's
+  // host fit). The standard error of the measured mean is s / sqrt(n), s the relative
+  // standard deviation of one steady run pooled over the traces that ran more than once (a
+  // trace's own spread has one degree of freedom at n = 2 and none at n = 1). A figure is
+  // within 10 % beyond noise when |error| + 2 SE <= 10 %, outside when |error| - 2 SE > 10 %,
+  // and undecided (the 10 % bound is inside the measurement's noise) otherwise.
+  PooledSpread steady_spread;
+  for (const auto& [key, t] : steady_traces) steady_spread.add(t.measured);
+  std::printf("steady mean (per trace, the mean of its steady runs; SE from one run's pooled spread)\n"
+              "%-9s %-6s %2s | %-8s | %9s %9s %7s | %6s %6s | %-7s | %s\n",
+              "model", "run", "n", "figure", "measured", "simulated", "error", "spread", "SE", "10 %?",
+              "runs to decide");
+  ErrorTally steady_mean;
+  int decided_in = 0, decided_out = 0, undecided = 0;
+  for (const auto& [key, t] : steady_traces) {
+    const std::size_t n = t.measured.size();
+    REQUIRE(n >= 1);
+    REQUIRE(t.simulated.size() == n);
+    for (std::size_t k = 0; k < 4; ++k) {
+      double meas = 0, sim_value = 0, lo = t.measured[0][k], hi = lo;
+      for (std::size_t i = 0; i < n; ++i) {
+        meas += t.measured[i][k] / double(n);
+        sim_value += t.simulated[i][k] / double(n);
+        lo = std::min(lo, t.measured[i][k]);
+        hi = std::max(hi, t.measured[i][k]);
+      }
+      const double err = (sim_value - meas) / meas, se = steady_spread.sd(k) / std::sqrt(double(n));
+      CHECK(std::isfinite(meas));
+      CHECK(std::isfinite(sim_value));
+      CHECK(meas > 0);
+      steady_mean.errors.push_back(std::fabs(err));
+      const char* verdict = std::fabs(err) + 2 * se <= 0.10  ? "within"
+                            : std::fabs(err) - 2 * se > 0.10 ? "outside"
+                                                             : "noise";
+      (verdict[0] == 'w' ? decided_in : verdict[0] == 'o' ? decided_out : undecided) += 1;
+      const double scale = k < 2 ? 1e3 : 1;
+      char spread[16] = "     -";
+      if (n > 1) std::snprintf(spread, sizeof spread, "%5.1f%%", 100 * (hi - lo) / meas);
+      // Runs that would put 2 SE inside the gap between this error and 10 % (were the error to
+      // stay where it is): what the next measurements need.
+      const double gap = std::fabs(0.10 - std::fabs(err));
+      const double needed = std::ceil(std::pow(2 * steady_spread.sd(k) / std::max(gap, 1e-3), 2));
+      std::printf("%-9s %-6s %2zu | %-8s | %9.2f %9.2f %+6.1f%% | %s %5.1f%% | %-7s | %.0f\n", key.first.c_str(),
+                  key.second.c_str(), n, kFigureNames[k], meas * scale, sim_value * scale, 100 * err, spread, 100 * se,
+                  verdict, std::max(needed, double(n)));
+    }
+  }
+  std::printf("relative SD of one run, pooled: steady runs (%d dof) %.1f / %.1f / %.1f / %.1f %%, warm passes 2-3 (%d "
+              "dof) %.1f / %.1f / %.1f / %.1f %% (TTFT p50, p90, E2E p50, p90)\n",
+              steady_spread.dof, 100 * steady_spread.sd(0), 100 * steady_spread.sd(1), 100 * steady_spread.sd(2),
+              100 * steady_spread.sd(3), repeat_spread.dof, 100 * repeat_spread.sd(0), 100 * repeat_spread.sd(1),
+              100 * repeat_spread.sd(2), 100 * repeat_spread.sd(3));
+  steady_mean.print("steady mean");
+  std::printf("against 10 %% with 2 SE: within %d, outside %d, undecided (inside the noise) %d of %zu\n", decided_in,
+              decided_out, undecided, steady_mean.errors.size());
+  // Every committed Poisson trace (nine) has at least one steady run, every figure a mean.
+  CHECK(steady_traces.size() == 9);
+  CHECK(steady_mean.errors.size() == 36);
+  CHECK(steady_spread.dof >= 1);
+  for (std::size_t k = 0; k < 4; ++k) CHECK(std::isfinite(steady_spread.sd(k)));
+  // Reached 2026-11-27 on the 12 steady runs (1 to 2 a trace): median 6.2 %, max 26.7 % (1B
+  // 2 req/s TTFT p90, one run), 25 of 36 within 10 %; 2 SE decide only 2 of 36 figures
+  // (one within 10 %, one outside): the 10 % goal is inside the noise of 1-2 runs a trace.
+  // Bounds that keep what is reached; more runs move the means either way.
+  CHECK(steady_mean.median() <= 0.07);
+  CHECK(steady_mean.max() <= 0.30);
 }
 
 TEST_CASE("serve: a cuDNN graph built once per shape and process: the second identical request pays no build",
@@ -618,4 +741,163 @@ TEST_CASE("serve: a cuDNN graph built once per shape and process: the second ide
   const Seconds first = r.records[0].e2e(), second = r.records[1].e2e();
   std::printf("E2E first %.4f s, second %.4f s: saved %.4f s, expected %.4f s\n", first, second, first - second, saved);
   CHECK(first - second == Approx(saved).epsilon(1e-9));
+}
+
+namespace {
+// A gzip-compressed JSON file of the repository (the warm ground truth's iteration logs),
+// read through Debian's gzip.
+nlohmann::json read_json_gz(const fs::path& file) {
+  REQUIRE(fs::is_regular_file(file));
+  const std::string cmd = "gzip -dc '" + file.string() + "'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string text;
+  char buf[1 << 16];
+  for (std::size_t k; (k = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, k);
+  REQUIRE(::pclose(p) == 0);
+  return nlohmann::json::parse(text);
+}
+}  // namespace
+
+TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's own schedule", "[serving][engine]") {
+  // Where does the replay's TTFT p90 deficit of some warm runs come from (1B 2 req/s -27 %, 1B
+  // 4 req/s -20 %, 8B 5 req/s -18 %)? Every iteration each process logged is timed by the
+  // batch-time model (its own host fit; the graph cache over the process's runs in order, as
+  // the engine's), and each request's TTFT is rebuilt on the engine's own schedule: the rest
+  // of the iteration running at its arrival (pro rata) and the modelled times of the
+  // iterations up to its first token's. No scheduler of ours is involved. If that TTFT has
+  // the replay's deficit, the cause is the iteration times, not the schedule. Then the same
+  // with each iteration's time drawn with a residual (measured - modelled) of the process's
+  // own fit runs (single0, probe; 200 seeded draws, mean of the percentiles): how much of the
+  // deficit the host's per-iteration variability, as the fit runs show it, explains.
+  const fs::path dir = kData / "serving-warm-2026-11-27";
+  const nlohmann::json index = read_json_file((dir / "warm-truth.json").string());
+  const nlohmann::json committed = read_json_file((dir / index["replays"].get<std::string>()).string());
+  std::printf("%-4s %-9s %-12s | TTFT p50/p90 ms: measured | modelled on its schedule | with fit-run residuals | "
+              "iteration residual ms median/p90: this run, fit runs\n", "proc", "model", "run");
+  ErrorTally on_log, drawn;
+  int runs = 0, p50_above = 0, p90_below = 0, expected = 0;
+  for (const auto& proc : index["processes"]) {
+    if (!proc.contains("engine_file")) continue;  // no per-request records (g1)
+    expected += int(proc["runs"].size());
+    const std::string g = proc["process"];
+    const nlohmann::json itlog = read_json_gz(dir / (g + "-iterations.json.gz"));
+    const nlohmann::json eng = read_json_gz(dir / proc["engine_file"].get<std::string>());
+    struct PerModel {
+      ServingScenario s;
+      std::unique_ptr<ClusterModel> cluster;
+      std::unique_ptr<BatchTimeModel> model;
+      std::unordered_set<std::uint64_t> graphs;
+      std::vector<double> fit_residuals;
+    };
+    std::map<std::string, PerModel> models;
+    for (const auto& run : itlog["runs"]) {
+      const std::string name = run["model"], label = run["label"];
+      PerModel& pm = models[name];
+      if (!pm.model) {
+        Diagnostics diag(g);
+        pm.s = parse_serving_scenario(runner::engine_scenario(committed["models"][name], proc["engines"][name], "t.csv",
+                                                              (dir / proc["host_file"].get<std::string>()).string()),
+                                      diag);
+        REQUIRE(diag.ok());
+        read_engine_host_cost(pm.s.engine.host);
+        Diagnostics cd(g);
+        pm.cluster = std::make_unique<ClusterModel>(resolve_cluster(pm.s.cluster, cd));
+        REQUIRE(cd.ok());
+        pm.model = std::make_unique<BatchTimeModel>(pm.s.model, *pm.cluster, pm.s.engine, 1, 1);
+      }
+      const auto& C = run["columns"];
+      const std::size_t n = C["t_s"].size();
+      std::vector<double> start(n), meas(n), model(n), residuals;
+      for (std::size_t i = 0; i < n; ++i) {
+        const BatchShape b = logged_batch(C, i);
+        const std::uint64_t key = pm.model->graph_key(b);
+        model[i] = pm.model->time(b, key != 0 && !pm.graphs.insert(key).second).total;
+        start[i] = C["t_s"][i];
+        meas[i] = logged_seconds(C, i);
+        if (i > 0) residuals.push_back(meas[i] - model[i]);  // the first iteration of a run may pay initialisation
+      }
+      if (label == "single0" || label == "probe")
+        pm.fit_residuals.insert(pm.fit_residuals.end(), residuals.begin(), residuals.end());
+      const nlohmann::json* er = nullptr;
+      for (const auto& r : eng["runs"])
+        if (r["label"] == label && r["model"] == name && r.contains("replay_of")) er = &r;
+      if (!er) continue;
+      REQUIRE(!pm.fit_residuals.empty());  // the fit runs come first in every process
+      // Per request: the iteration running at its arrival and the share of it left, then the
+      // iterations up to the last one started before its first token.
+      struct Span {
+        std::size_t head, first, last;
+        double share;
+      };
+      std::vector<Span> spans;
+      std::vector<double> ttft;
+      for (const auto& q : (*er)["requests"]) {
+        const double a = q["arrival_s"], f = q["first_token_s"];
+        std::size_t i0 = 0;
+        while (i0 + 1 < n && start[i0 + 1] <= a) ++i0;
+        std::size_t i1 = i0;
+        while (i1 + 1 < n && start[i1 + 1] < f - 1e-4) ++i1;
+        const double share = start[i0] + meas[i0] > a ? 1 - (a - start[i0]) / meas[i0] : 0.0;
+        spans.push_back({i0, i0 + 1, i1, share});
+        ttft.push_back(f - a);
+      }
+      const auto rebuilt = [&](const std::vector<double>& t) {
+        std::vector<double> out;
+        for (const Span& sp : spans) {
+          double x = sp.share * t[sp.head];
+          for (std::size_t i = sp.first; i <= sp.last; ++i) x += t[i];
+          out.push_back(x);
+        }
+        return out;
+      };
+      const std::vector<double> hat = rebuilt(model);
+      std::uint64_t state = 20261127;  // a fixed seed: the same draws every run
+      const auto uniform = [&state]() {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return double(state >> 11) / double(1ULL << 53);
+      };
+      const auto& fr = pm.fit_residuals;
+      double mc50 = 0, mc90 = 0;
+      const int draws = 200;
+      for (int k = 0; k < draws; ++k) {
+        std::vector<double> t(n);
+        for (std::size_t i = 0; i < n; ++i)
+          t[i] = std::max(0.0, model[i] + fr[std::min(fr.size() - 1, std::size_t(uniform() * double(fr.size())))]);
+        const std::vector<double> h = rebuilt(t);
+        mc50 += percentile(h, 0.5) / draws;
+        mc90 += percentile(h, 0.9) / draws;
+      }
+      const double m50 = percentile(ttft, 0.5), m90 = percentile(ttft, 0.9), h50 = percentile(hat, 0.5),
+                   h90 = percentile(hat, 0.9);
+      for (const double e : {h50 / m50 - 1, h90 / m90 - 1}) on_log.errors.push_back(std::fabs(e));
+      p50_above += h50 > m50;
+      p90_below += h90 < m90;
+      for (const double e : {mc50 / m50 - 1, mc90 / m90 - 1}) drawn.errors.push_back(std::fabs(e));
+      CHECK(std::isfinite(mc90));
+      std::printf("%-4s %-9s %-12s | %4.0f %4.0f | %4.0f %4.0f (%+5.1f%% %+5.1f%%) | %4.0f %4.0f (%+5.1f%% %+5.1f%%) | "
+                  "%+5.1f %+5.1f, %+5.1f %+5.1f\n",
+                  g.c_str(), name.c_str(), label.c_str(), 1e3 * m50, 1e3 * m90, 1e3 * h50, 1e3 * h90, 100 * (h50 / m50 - 1),
+                  100 * (h90 / m90 - 1), 1e3 * mc50, 1e3 * mc90, 100 * (mc50 / m50 - 1), 100 * (mc90 / m90 - 1),
+                  1e3 * percentile(residuals, 0.5), 1e3 * percentile(residuals, 0.9), 1e3 * percentile(fr, 0.5),
+                  1e3 * percentile(fr, 0.9));
+      ++runs;
+    }
+  }
+  on_log.print("modelled iterations on the engine's schedule");
+  std::printf("  TTFT p50 above the measured in %d of %d runs, TTFT p90 below in %d\n", p50_above, runs, p90_below);
+  drawn.print("with the fit runs' residuals drawn");
+  // Every replayed run with per-request records (31 on 2026-11-27: all but g1's nine) is found
+  // in its process's iteration log.
+  CHECK(runs == expected);
+  CHECK(runs >= 31);
+  // Reached 2026-11-27: on the engine's schedule, median 6.1 %, max 25.9 % (s1's 1B 2 req/s
+  // TTFT p90, as in the replay: the schedule is not the cause); TTFT p90 below the measured
+  // in 25 of 31 runs (p50 above in 17), as when a right-skewed iteration time is replaced by
+  // its fitted mean (per-run residual median -14 to +4 ms, p90 +2 to +44 ms). The
+  // fit runs' residuals drawn: 5.8 %, 23.9 % (s1's fit runs were quieter, residual p90 +8 ms,
+  // than its 2 req/s run, +28 ms). Bounds that keep what is reached.
+  CHECK(on_log.median() <= 0.07);
+  CHECK(on_log.max() <= 0.30);
+  CHECK(drawn.median() <= 0.07);
 }
