@@ -1,7 +1,9 @@
 // Accuracy against published end-to-end training throughput (data/published/
 // training-throughput.json, each row with its source): V100 and A100 (transferred
 // profiles), H100 (calibrated), B200 and GB200 (transferred). Prints predicted beside
-// published per row and the mean absolute error per GPU generation.
+// published per row and the mean absolute error per GPU generation, over every published
+// validation row of the generation (Megatron SC'21 Table 1, data/published/megatron-sc21-
+// table1.json, included), with each source's own figure beside it.
 //
 // Rows of NeMo's and Megatron-Bridge's tables (H100, B200, GB200) are FP8 runs, predicted
 // with mixed-fp8 and, as their recipes set, bf16 main gradients (training.framework
@@ -25,6 +27,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -44,20 +47,33 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   const auto table = read_json_file(root + "/data/published/training-throughput.json");
   std::map<std::string, std::string> generation;
   for (const auto& row : table.at("rows")) generation[row.at("id")] = row.at("generation");
-  std::map<std::string, std::vector<double>> by_generation;  // |error| per row
+  // Megatron-LM SC'21 Table 1 (its own test: test_megatron_table1.cpp) is a published
+  // validation set of its generation too: its rows count here, predicted by the same
+  // estimator call and compared by the same residual (validation_cases, dataset megatron-sc21).
+  const std::string sc21_generation =
+      read_json_file(root + "/data/published/megatron-sc21-table1.json").at("generation").get<std::string>();
+  // |error| per row by generation, and signed error by generation and source (the row id
+  // up to its first '-': opt, bloom, mtnlg, nemo2407, ...; "sc21" for Table 1), so that no
+  // source hides in a generation's average.
+  std::map<std::string, std::vector<double>> by_generation;
+  std::map<std::string, std::map<std::string, std::vector<double>>> by_source;
   int not_fitting = 0;
   std::printf("\n%-36s %-15s %12s %12s %8s %13s %s\n", "row", "gpu", "real s", "predicted s", "error", "GiB/GPU (cap)",
               "fits");
   for (const ValidationCase& c : validation_cases(root)) {
-    if (c.dataset != "published") continue;
+    const bool sc21 = c.dataset == "megatron-sc21";
+    if (c.dataset != "published" && !sc21) continue;
     const Prediction p = make_estimator(c.scenario).estimate(c.scenario.plan);
     REQUIRE(std::isfinite(p.iteration_time));
     // + means the real run is slower: the prediction is optimistic.
     const double error = relative_residual(c, p);
-    std::printf("%-36s %-15s %12.3f %12.3f %+7.1f%% %6.1f (%5.1f) %s\n", c.id.c_str(), c.scenario.cluster.gpu.c_str(),
+    const std::string id = sc21 ? "sc21-" + std::filesystem::path(c.id).stem().string() : c.id;
+    std::printf("%-36s %-15s %12.3f %12.3f %+7.1f%% %6.1f (%5.1f) %s\n", id.c_str(), c.scenario.cluster.gpu.c_str(),
                 real_step_time(c, p), p.iteration_time, 100 * error, p.memory_per_gpu / double(1ull << 30),
                 p.memory_capacity / double(1ull << 30), p.fits ? "yes" : "NO (the real run fit)");
-    by_generation[generation.at(c.id)].push_back(std::fabs(error));
+    const std::string gen = sc21 ? sc21_generation : generation.at(c.id);
+    by_generation[gen].push_back(std::fabs(error));
+    by_source[gen][sc21 ? "sc21" : c.id.substr(0, c.id.find('-'))].push_back(error);
     not_fitting += !p.fits;
   }
   std::map<std::string, double> mae;
@@ -68,6 +84,12 @@ TEST_CASE("published training throughput against the transferred and calibrated 
     std::sort(e.begin(), e.end());
     std::printf("%-10s mean absolute error %5.1f%%, median %5.1f%% over %zu rows (goal 10%%; + is optimistic)\n",
                 gen.c_str(), 100 * mae[gen], 100 * e[e.size() / 2], e.size());
+    for (const auto& [src, errors] : by_source[gen]) {
+      double abs_sum = 0, signed_sum = 0;
+      for (double x : errors) abs_sum += std::fabs(x), signed_sum += x;
+      std::printf("  %-14s %3zu rows  mean absolute error %5.1f%%  mean signed %+6.1f%%\n", src.c_str(), errors.size(),
+                  100 * abs_sum / double(errors.size()), 100 * signed_sum / double(errors.size()));
+    }
   }
   CHECK(not_fitting <= 4);
   std::printf("%d rows do not fit in the predicted memory though the real run did (assumed recompute or memory model)\n",
@@ -76,6 +98,8 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   REQUIRE(mae.count("ampere"));
   REQUIRE(mae.count("hopper"));
   REQUIRE(mae.count("blackwell"));
+  // The ten SC'21 rows are in their generation's figure.
+  CHECK(by_source[sc21_generation]["sc21"].size() == 10);
   // Volta 9.7% (16.7% before megatron-2019's unvectorized elementwise kernels and DDP passes).
   CHECK(mae["volta"] <= 0.10);
   // Ampere was 22.9% on the transfer branch; with the duty-cycle H100 GEMM curve (GEMMs
@@ -83,8 +107,15 @@ TEST_CASE("published training throughput against the transferred and calibrated 
   // and the Megatron-DeepSpeed rows moved back up 4-5 points (26.4%; 25.2% with DeepSpeed's
   // gradient all-reduce after the flush; 24.1% with its pipeline engine's blocking
   // transfers and re-gather; 23.9% with BLOOM's ALiBi bias; 22.3% with the dropout BLOOM's
-  // and MT-NLG's code ran): open, issue 13.
-  CHECK(mae["ampere"] <= 0.23);
+  // and MT-NLG's code ran; 22.1% with the A100 GEMM ceiling) over OPT, BLOOM and MT-NLG
+  // alone. With the ten SC'21 Table 1 rows, which the generation's figure left out although
+  // they are published A100 runs, 11.5% over 15 rows; MT-NLG's rows stay at +25 to +30%
+  // (see the per-source lines). With llm-foundry's seven MPT rows on A100-40GB (FSDP, 8 to
+  // 128 GPUs, +6.0 to -1.7%), 9.0% over 22 rows; with Megatron-LM's GPT-3 175B example
+  // (+9.6%) and the PyTorch FSDP blog's Llama 2 7B and 70B (+4.5, -12.4%), 9.0% over 25. The
+  // mean meets the goal; MT-NLG (+25 to +30%), BLOOM (+17%) and OPT (+11.5%) do not: open,
+  // issue 13.
+  CHECK(mae["ampere"] <= 0.10);
   CHECK(mae["hopper"] <= 0.12);
   // Blackwell 8.6% (12.8% before the GB200 405B row ran its recipe's offload and network).
   CHECK(mae["blackwell"] <= 0.10);
