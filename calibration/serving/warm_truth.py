@@ -7,6 +7,7 @@ The first pass meets every new attention shape (cuDNN's runtime-compiled kernels
 with them built.
 
   warm_truth.py OUT_DIR COMMITTED_ENGINE_JSON PROCESS_DIR...
+  warm_truth.py --refit OUT_DIR COMMITTED_ENGINE_JSON   (every process's host fit again, from its iteration log)
 
 A process directory holds serving-engine.json, serving-engine-iterations.json and the process's log (NAME.log, or
 ../NAME.log), NAME being the directory's own name (g0, s3, t0, u1: a lower-case letter, then letters or digits); it
@@ -32,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LINE = re.compile(r"^(\S+)\s+(rate\d+)-pass(\d+)\s+n=(\d+)\s+done=(\d+)\s+wall\s+([\d.]+) s\s+TTFT p50/p90 ([\d.]+)/([\d.]+) s"
@@ -131,10 +133,8 @@ def read_process(d, traces, problems):
     return proc, (logs[0] if logs else None), iterations, (engine_json if "engine_file" in proc else None)
 
 
-def write_process(out, committed_path, proc, log, iterations, engine_json):
-    g = proc["process"]
-    shutil.copy(log, os.path.join(out, g + ".log"))
-    gz_copy(iterations, os.path.join(out, g + "-iterations.json.gz"))
+def fit_host(out, committed_path, g, iterations):
+    """NAME-host.json: fit_engine_host.py then engine_attention_path.py on the process's own iterations."""
     host = os.path.join(out, g + "-host.json")
     subprocess.run([sys.executable, os.path.join(HERE, "fit_engine_host.py"), iterations, host], check=True)
     subprocess.run([sys.executable, os.path.join(HERE, "engine_attention_path.py"), host,
@@ -143,11 +143,35 @@ def write_process(out, committed_path, proc, log, iterations, engine_json):
     fitted["source"] = g + "-iterations.json.gz (this folder; the process's own single and probe runs)"
     with open(host, "w") as f:
         f.write(dump(fitted))
+
+
+def write_process(out, committed_path, proc, log, iterations, engine_json):
+    g = proc["process"]
+    shutil.copy(log, os.path.join(out, g + ".log"))
+    gz_copy(iterations, os.path.join(out, g + "-iterations.json.gz"))
+    fit_host(out, committed_path, g, iterations)
     if engine_json:
         gz_copy(engine_json, os.path.join(out, g + "-engine.json.gz"))
 
 
+def refit(out, committed_path):
+    """--refit: every process's host fit again from its committed iteration log (after fit_engine_host.py changed);
+    the index and the measured data are left as they are."""
+    index = json.load(open(os.path.join(out, "warm-truth.json")))
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in index["processes"]:
+            g = p["process"]
+            iterations = os.path.join(tmp, g + "-iterations.json")
+            with gzip.open(os.path.join(out, g + "-iterations.json.gz"), "rb") as src, open(iterations, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            fit_host(out, committed_path, g, iterations)
+            print("%s: host refitted" % g)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--refit":
+        refit(sys.argv[2], sys.argv[3])
+        return
     if len(sys.argv) < 4:
         sys.exit("usage: warm_truth.py OUT_DIR COMMITTED_ENGINE_JSON PROCESS_DIR... (see the file's docstring)")
     out, committed_path, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
