@@ -34,8 +34,8 @@ interpolation between order statistics, numpy's default), with the runs and the 
 come from. The fit is a least-squares mean and the residuals are right-skewed (a few slow
 launches of tens of ms, README.md "The worst figures"); `clustersim serve` draws one per
 iteration (inverse CDF, linear between these quantiles) and adds it to the launch. The
-prepare_update residuals are not written: their SD is 0.2-0.5 ms against 10-16 ms for the
-launch (fit_error), and prepare + update is not under the max with the GPU.
+prepare_update residuals are not written: their SD is 0.2-3.3 ms against 10-34 ms for the
+launch (fit_error of the committed and the warm processes' calibrations).
 
 Usage: fit_engine_host.py ITERATIONS_JSON OUT_JSON
 Then engine_attention_path.py OUT_JSON adds the measured attention path to each model.
