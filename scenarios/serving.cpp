@@ -334,6 +334,62 @@ void read_attention_path(const nlohmann::json& j, const std::string& base, Engin
             [](const auto& x, const auto& y) { return x.q != y.q ? x.q < y.q : x.kv < y.kv; });
   a.enabled = !a.sdpa.empty();
 }
+// launch_residual: {"probabilities": [0, ..., 1], "quantiles_s": [...]} of equal length.
+void read_residual_quantiles(const nlohmann::json& j, const std::string& base, ResidualQuantiles& r, Diagnostics& diag) {
+  if (!j.is_object()) {
+    diag.error(base, "expected an object with probabilities and quantiles_s (calibration/serving/fit_engine_host.py)");
+    return;
+  }
+  const auto numbers = [&](const char* key, std::vector<double>& out) {
+    const std::string path = base + "/" + key;
+    if (!j.contains(key) || !j[key].is_array() || j[key].size() < 2) {
+      diag.error(path, "expected an array of at least two numbers");
+      return false;
+    }
+    bool ok = true;
+    for (std::size_t i = 0; i < j[key].size(); ++i) {
+      const auto& v = j[key][i];
+      if (!v.is_number() || !std::isfinite(v.get<double>())) {
+        diag.error(path + "/" + std::to_string(i), fmt::format("expected a number, got {}", v.dump()));
+        ok = false;
+        continue;
+      }
+      out.push_back(v.get<double>());
+    }
+    return ok;
+  };
+  ResidualQuantiles q;
+  if (!numbers("probabilities", q.probability) || !numbers("quantiles_s", q.value)) return;
+  const std::string pp = base + "/probabilities", qp = base + "/quantiles_s";
+  if (q.value.size() != q.probability.size()) {
+    diag.error(qp, fmt::format("expected {} quantiles, one per probability, got {}", q.probability.size(), q.value.size()));
+    return;
+  }
+  bool ok = true;
+  if (q.probability.front() != 0 || q.probability.back() != 1) {
+    diag.error(pp, fmt::format("expected the first probability 0 and the last 1, got {} and {}", q.probability.front(),
+                               q.probability.back()));
+    ok = false;
+  }
+  for (std::size_t i = 1; i < q.probability.size(); ++i) {
+    if (!(q.probability[i] > q.probability[i - 1])) {
+      diag.error(pp + "/" + std::to_string(i),
+                 fmt::format("expected probabilities increasing, got {} after {}", q.probability[i], q.probability[i - 1]));
+      ok = false;
+    }
+    if (!(q.value[i] >= q.value[i - 1])) {
+      diag.error(qp + "/" + std::to_string(i),
+                 fmt::format("expected quantiles non-decreasing, got {} after {}", q.value[i], q.value[i - 1]));
+      ok = false;
+    }
+  }
+  for (std::size_t i = 0; i < q.value.size(); ++i)
+    if (std::fabs(q.value[i]) > 10) {
+      diag.error(qp + "/" + std::to_string(i), fmt::format("expected -10 to 10 s, got {}", q.value[i]));
+      ok = false;
+    }
+  if (ok) r = std::move(q);
+}
 }  // namespace
 
 void read_engine_host_cost(EngineHostCost& h) {
@@ -384,6 +440,8 @@ void read_engine_host_cost(EngineHostCost& h) {
                                                      h.built_graph_saving > 10)
       diag.error(path, fmt::format("expected 0 to 10 s, got {}", h.built_graph_saving));
   }
+  if (m.contains("launch_residual"))
+    read_residual_quantiles(m["launch_residual"], "/models/" + h.model + "/launch_residual", h.launch_residual, diag);
   if (m.contains("attention_path")) read_attention_path(m["attention_path"], "/models/" + h.model + "/attention_path",
                                                         h.attention, diag);
   diag.throw_if_errors();
@@ -420,6 +478,8 @@ nlohmann::json to_json(const ServingScenario& s) {
                                        {"launch", terms(s.engine.host.launch)}};
     if (s.engine.host.built_graph_saving > 0)
       j["engine"]["host_calibration"]["built_graph_launch_saving_s"] = s.engine.host.built_graph_saving;
+    if (const auto& q = s.engine.host.launch_residual; !q.empty())
+      j["engine"]["host_calibration"]["launch_residual"] = {{"probabilities", q.probability}, {"quantiles_s", q.value}};
     if (const auto& a = s.engine.host.attention; a.enabled) {
       json points = json::array();
       for (const auto& p : a.sdpa) points.push_back(json::array({p.q, p.kv, p.time}));

@@ -62,6 +62,15 @@ struct EngineAttentionPath {
   Seconds graph_build = 0;
 };
 
+// The measured spread of the engine's host launch about its fitted mean (launch_residual:
+// measured - fitted over the fit iterations, calibration/serving/fit_engine_host.py), as
+// quantiles at increasing probabilities from 0 to 1. Empty: the launch is its fitted mean.
+struct ResidualQuantiles {
+  std::vector<double> probability;  // strictly increasing, first 0, last 1
+  std::vector<Seconds> value;       // non-decreasing, one per probability
+  bool empty() const { return value.empty(); }
+};
+
 struct EngineHostCost {
   bool enabled = false;
   std::string file, model;  // the calibration file and its model entry
@@ -71,6 +80,9 @@ struct EngineHostCost {
   // and cuDNN looks its graph up (built_graph_launch_saving_s: a lone request's slow launch
   // less that of its exact repeats); 0 when the file has none (then the graph build).
   Seconds built_graph_saving = 0;
+  // Drawn once per iteration and added to the launch (BatchTimeModel::time), when the file
+  // has it; a file without it keeps the launch at its fitted mean.
+  ResidualQuantiles launch_residual;
 };
 
 struct EngineSpec {
@@ -162,7 +174,8 @@ bool is_serving_scenario(const nlohmann::json& doc);
 ServingScenario parse_serving_scenario(const nlohmann::json& doc, Diagnostics& diag);
 // Reads, parses, validates; a trace path is made relative to the file. Throws InputError.
 ServingScenario load_serving_scenario(const std::string& file);
-// Reads h.model's prepare_update and launch terms from h.file (a
+// Reads h.model's prepare_update and launch terms (and, where the file has them, the
+// graph-cache saving, the launch residuals and the attention path) from h.file (a
 // clustersim-serving-engine-host/1 file). Throws InputError with JSON paths.
 void read_engine_host_cost(EngineHostCost& h);
 // Canonical JSON (defaults filled in), for hashing and storing.

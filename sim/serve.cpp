@@ -44,6 +44,8 @@ struct Replica {
   // The attention shapes whose cuDNN graphs this replica's engine process has built
   // (BatchTimeModel::graph_key): a shape met again skips the build.
   std::unordered_set<std::uint64_t> graphs;
+  // Its engine process's host launch about the fitted mean, one draw per iteration.
+  LaunchResidualDraw host_draw;
 };
 
 struct Event {
@@ -384,6 +386,7 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
       r.sched = std::make_unique<ReplicaScheduler>(sc, pcap.blocks, true);
       r.prefill_only = true;
       r.first_gpu = gpu;
+      r.host_draw = LaunchResidualDraw(s.engine.host.launch_residual, s.workload.seed, reps.size());
       gpu += s.disaggregation.prefill.tp * s.disaggregation.prefill.pp;
       reps.push_back(std::move(r));
     }
@@ -394,6 +397,7 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
     r.model = &decode_model;
     r.sched = std::make_unique<ReplicaScheduler>(sc, dcap.blocks, false);
     r.first_gpu = gpu;
+    r.host_draw = LaunchResidualDraw(s.engine.host.launch_residual, s.workload.seed, reps.size());
     gpu += dpool.tp * dpool.pp;
     reps.push_back(std::move(r));
   }
@@ -489,7 +493,7 @@ ServeResult simulate_serving(const ServingScenario& s, const ClusterModel& clust
       return;
     }
     const std::uint64_t key = r.model->graph_key(shape);
-    const BatchTime bt = r.model->time(shape, key != 0 && !r.graphs.insert(key).second);
+    const BatchTime bt = r.model->time(shape, key != 0 && !r.graphs.insert(key).second, r.host_draw.next());
     // Swapping moves blocks over PCIe before the forward runs.
     const Seconds swap = swap_blocks > 0 ? double(swap_blocks) * block_bytes / cluster.gpu.pcie_bandwidth : 0.0;
     const Seconds dur = bt.total + swap;

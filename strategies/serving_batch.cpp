@@ -37,6 +37,32 @@ Op at_tokens(const Op& op, i64 tokens) {
 bool token_wise(const Op& op) { return op.kind != OpKind::attention && op.role != OpRole::saved_marker; }
 }  // namespace
 
+Seconds residual_at(const ResidualQuantiles& q, double u) {
+  if (q.empty()) return 0;
+  const auto& p = q.probability;
+  u = std::clamp(u, p.front(), p.back());
+  // The last probability <= u, and the next one (u = 1 gives the last segment's end).
+  const std::size_t hi =
+      std::min<std::size_t>(p.size() - 1, std::size_t(std::upper_bound(p.begin(), p.end(), u) - p.begin()));
+  const std::size_t lo = hi - 1;
+  const double w = (u - p[lo]) / (p[hi] - p[lo]);
+  return q.value[lo] + w * (q.value[hi] - q.value[lo]);
+}
+
+namespace {
+// splitmix64's finaliser (Steele, Lea and Flood, 2014): nearby seeds and replica indices
+// give unrelated generator seeds.
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+LaunchResidualDraw::LaunchResidualDraw(const ResidualQuantiles& q, std::uint64_t seed, std::uint64_t replica)
+    : q_(q), g_(mix64(mix64(seed) ^ replica)) {}
+
 EngineSdpaTable::EngineSdpaTable(const EngineAttentionPath& a) : tile_(std::max<i64>(1, a.query_tile)) {
   for (const auto& p : a.sdpa) {
     const double ctas = double((p.q + tile_ - 1) / tile_) * double(a.heads);
@@ -247,7 +273,7 @@ std::uint64_t BatchTimeModel::graph_key(const BatchShape& b) const {
   return (static_cast<std::uint64_t>(T) << 40) | (kv & ((std::uint64_t(1) << 40) - 1));
 }
 
-BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached) const {
+BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds launch_residual) const {
   BatchTime r;
   const i64 T = b.tokens();
   if (T <= 0) return r;
@@ -331,7 +357,7 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached) const {
     r.launch = launch;
     r.stall = stall;
     r.total = finish_with_gpu(r, r.gpu);
-    return r;
+    return launch_residual != 0 ? with_launch_residual(r, launch_residual) : r;
   }
   r.host = host_forward + engine_.iteration_overhead;
   r.launch = host_forward;
@@ -356,6 +382,16 @@ std::vector<TpCollective> BatchTimeModel::tp_collectives(const BatchShape& b) co
   const i64 rows = std::max<i64>(1, b.sampled);
   out.push_back({Collective::all_gather, double(rows) * double(model_.vocab) * kElement, TpCollective::Place::last_stage});
   return out;
+}
+
+BatchTime BatchTimeModel::with_launch_residual(BatchTime t, Seconds residual) const {
+  if (!t.calibrated_host) return t;
+  // The host's deviation from its fitted launch enters before the max: a slow launch delays
+  // the iteration only where the GPU does not take longer (ENGINE.md section 6).
+  t.launch = std::max(0.0, t.launch + residual);
+  t.host = t.prepare + t.launch;
+  t.total = finish_with_gpu(t, t.gpu);
+  return t;
 }
 
 Seconds BatchTimeModel::finish_with_gpu(const BatchTime& t, Seconds gpu) const {

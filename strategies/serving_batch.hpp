@@ -23,6 +23,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -113,6 +114,29 @@ class EngineSdpaTable {
   std::vector<Row> rows_;  // sorted by CTA count
 };
 
+// The inverse CDF of a measured residual distribution at u in [0, 1]: linear between the
+// quantiles around u (the file's probabilities), so the draw keeps the measured tail.
+Seconds residual_at(const ResidualQuantiles& q, double u);
+
+// The engine process's host variability, one draw per iteration (ENGINE.md section 6): each
+// replica runs its own engine process and draws from its own stream, seeded by the
+// scenario's seed and the replica's index, so the draws do not depend on the other replicas
+// or on the standard library's distributions (the uniform comes from std::mt19937_64's
+// bits, whose sequence the standard fixes). Without a distribution every draw is 0.
+class LaunchResidualDraw {
+ public:
+  LaunchResidualDraw() = default;  // no distribution: every draw 0
+  LaunchResidualDraw(const ResidualQuantiles& q, std::uint64_t seed, std::uint64_t replica);
+  bool enabled() const { return !q_.empty(); }
+  Seconds next() { return q_.empty() ? 0.0 : residual_at(q_, uniform()); }
+  // Uniform in [0, 1): the generator's top 53 bits.
+  double uniform() { return double(g_() >> 11) * 0x1.0p-53; }
+
+ private:
+  ResidualQuantiles q_;
+  std::mt19937_64 g_;
+};
+
 class BatchTimeModel {
  public:
   BatchTimeModel(const ModelSpec& model, const ClusterModel& cluster, const EngineSpec& engine, std::int64_t tp,
@@ -123,13 +147,21 @@ class BatchTimeModel {
 
   // `graph_cached`: cuDNN already built the SDPA graph of this batch's attention shape in
   // this engine process (graph_key), so the iteration pays no graph build (the measured
-  // engine's calibrated host path only; elsewhere it changes nothing).
-  BatchTime time(const BatchShape& batch, bool graph_cached = false) const;
+  // engine's calibrated host path only; elsewhere it changes nothing). `launch_residual`:
+  // this iteration's draw of the host launch's deviation from its fitted mean
+  // (LaunchResidualDraw), added to the launch before the max with the GPU (the calibrated
+  // host path only; the launch stays >= 0).
+  BatchTime time(const BatchShape& batch, bool graph_cached = false, Seconds launch_residual = 0) const;
   // The attention shape whose cuDNN SDPA graph the measured engine builds on the first
   // call for it (ENGINE.md; PyTorch keeps the built graphs per process, keyed by shape):
   // the batch's query and key counts (Q, KV_total) packed into one key, or 0 when the
   // model charges no graph build (no measured attention path).
   std::uint64_t graph_key(const BatchShape& batch) const;
+  // The iteration `t` (from time(), no residual) with its host launch off its fitted mean by
+  // `residual` (a draw of LaunchResidualDraw): the launch + residual (>= 0) before the max
+  // with the GPU. What time() applies to its `launch_residual`; unchanged where the host is
+  // not a calibrated engine's.
+  BatchTime with_launch_residual(BatchTime t, Seconds residual) const;
   // What the iteration `t` (from time()) takes when its GPU part takes `gpu` instead of
   // t.gpu (the simulator's flows for the pipeline sends): the host rule time() applies.
   Seconds finish_with_gpu(const BatchTime& t, Seconds gpu) const;

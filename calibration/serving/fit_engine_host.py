@@ -27,6 +27,16 @@ of the slow lone-request run (single0) and of the fast ones (single1, single2); 
 were excluded is written to the output. The simulator models the slow mode, which covers
 ~95 % of the loaded iterations.
 
+launch_residual: the empirical distribution of the launch's residuals (measured - fitted)
+over the fit iterations (slow mode, as fitted): quantiles at the probabilities
+RESIDUAL_PROBABILITIES (0 to 1 by 0.02, then 0.99 and 0.995 to keep the tail; linear
+interpolation between order statistics, numpy's default), with the runs and the count they
+come from. The fit is a least-squares mean and the residuals are right-skewed (a few slow
+launches of tens of ms, README.md "The worst figures"); `clustersim serve` draws one per
+iteration (inverse CDF, linear between these quantiles) and adds it to the launch. The
+prepare_update residuals are not written: their SD is 0.2-3.3 ms against 10-34 ms for the
+launch (fit_error of the committed and the warm processes' calibrations).
+
 Usage: fit_engine_host.py ITERATIONS_JSON OUT_JSON
 Then engine_attention_path.py OUT_JSON adds the measured attention path to each model.
 Standard library only.
@@ -39,6 +49,7 @@ import sys
 
 TERMS = ["fixed_s", "per_request_s", "per_prefill_token_s", "per_kv_token_s"]
 FIT_KINDS = ("probe", "single0")
+RESIDUAL_PROBABILITIES = [round(0.02 * k, 2) for k in range(50)] + [0.99, 0.995, 1.0]
 
 
 def features(c, i):
@@ -98,6 +109,25 @@ def stats(coef, xs, ys):
     }
 
 
+def quantile(sorted_values, p):
+    pos = p * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (pos - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
+def residual_distribution(coef, xs, ys):
+    res = sorted(y - predict(coef, x) for x, y in zip(xs, ys))
+    return {
+        "definition": "measured - fitted launch of the fit iterations (slow mode), seconds; quantiles by linear "
+                      "interpolation between order statistics",
+        "runs": list(FIT_KINDS),
+        "iterations": len(res),
+        "probabilities": RESIDUAL_PROBABILITIES,
+        "quantiles_s": [quantile(res, p) for p in RESIDUAL_PROBABILITIES],
+    }
+
+
 def main():
     src, out = sys.argv[1], sys.argv[2]
     doc = json.load(open(src))
@@ -145,6 +175,7 @@ def main():
             "built_graph_launch_saving_s": med["single0"] - fast,
             "prepare_update": dict(zip(TERMS, cp)),
             "launch": dict(zip(TERMS, cl)),
+            "launch_residual": residual_distribution(cl, xs, launch),
             "dropped_terms": {"prepare_update": dp, "launch": dl},
             "fast_mode_threshold_launch_s": threshold,
             "iterations": {k: {"total": total[k], "fast_mode_excluded": excluded[k]} for k in total},

@@ -51,7 +51,13 @@ nlohmann::json engine_scenario(const nlohmann::json& model, const nlohmann::json
 }
 
 // `clustersim serve` of one measured trace with the engine's recorded settings and a host
-// calibration file: each request's TTFT and end-to-end latency, in the trace's order.
+// calibration file: each request's TTFT and end-to-end latency, in the trace's order, for
+// each of kHostDraws replays (workload seeds 1 to kHostDraws) one after the other. The
+// replay draws each iteration's host launch from the calibration's residual distribution, so
+// one replay's percentiles are one sample of the model's; the requests of several replays
+// pooled give the model's expected percentiles, which is what is compared with a measured
+// run (the measured run's own draw noise is the run-to-run spread printed beside).
+constexpr int kHostDraws = 8;
 struct Replayed {
   std::vector<double> ttft, e2e;
 };
@@ -66,11 +72,14 @@ Replayed replay_trace(const nlohmann::json& model, const nlohmann::json& engine,
   Diagnostics cd(trace);
   const ClusterModel c = resolve_cluster(s.cluster, cd);
   REQUIRE(cd.ok());
-  const sim::ServeResult r = sim::simulate_serving(s, c);
   Replayed out;
-  for (const auto& rec : r.records) {
-    out.ttft.push_back(rec.ttft());
-    out.e2e.push_back(rec.e2e());
+  for (int k = 1; k <= kHostDraws; ++k) {
+    s.workload.seed = std::uint64_t(k);
+    const sim::ServeResult r = sim::simulate_serving(s, c);
+    for (const auto& rec : r.records) {
+      out.ttft.push_back(rec.ttft());
+      out.e2e.push_back(rec.e2e());
+    }
   }
   return out;
 }
@@ -98,7 +107,7 @@ TEST_CASE("serve: transformers-fifo replays the measured engine's Poisson traces
       mt.push_back(q["first_token_s"].get<double>() - a);
       me.push_back(q["finish_s"].get<double>() - a);
     }
-    REQUIRE(st.size() == mt.size());
+    REQUIRE(st.size() == kHostDraws * mt.size());
     const auto cell = [&](const std::vector<double>& m, const std::vector<double>& v, double q, double scale) {
       const double a = percentile(m, q), b = percentile(v, q);
       const double err = (b - a) / a;
@@ -122,7 +131,10 @@ TEST_CASE("serve: transformers-fifo replays the measured engine's Poisson traces
               sorted.size());
   // Reached 2026-11-26 with the measured attention path and the cuDNN graph-build stall
   // (docs/serving.md): median 6.2 %, max 28.4 % (1B 8 req/s TTFT p90). Before them: 12.1 %
-  // and 48.9 %. The issue's goal is a median within 10 %; these bounds keep what is reached.
+  // and 48.9 %. 2026-11-27, graph cache: 5.8 %, 20.6 %; with the launch residuals drawn (8
+  // replays pooled): 6.1 %, 23.6 % (1B 8 req/s TTFT p90: the committed fit's residuals are
+  // narrow, p90 +4 ms, against +10 to +34 ms in the warm processes' fits). The issue's goal is
+  // a median within 10 %; these bounds keep what is reached.
   CHECK(median <= 0.07);
   CHECK(sorted.back() <= 0.30);
 }
@@ -607,7 +619,8 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
   std::sort(spreads.begin(), spreads.end());
   std::printf("spread of two warm passes of one trace: median %.1f%%, max %.1f%%\n", 100 * percentile(spreads, 0.5),
               100 * spreads.back());
-  // Reached 2026-11-27 (steady median 7.2 %, max 26.7 %); the issue's goal is 10 % on every
+  // Reached 2026-11-27 (steady median 7.2 %, max 26.7 %; 37 runs with the launch residuals
+  // drawn: 7.0 %, 28.4 %, repeat 6.1 %); the issue's goal is 10 % on every
   // figure, below the engine's own repeatability (the spread printed above). The bounds
   // keep what is reached, so a change that makes the replay worse fails.
   CHECK(steady.median() <= 0.08);
@@ -679,9 +692,12 @@ TEST_CASE("serve: transformers-fifo against the warm ground truth, each process 
   // Reached 2026-11-27 on the 12 steady runs (1 to 2 a trace): median 6.2 %, max 26.7 % (1B
   // 2 req/s TTFT p90, one run), 25 of 36 within 10 %; 2 SE decide only 2 of 36 figures
   // (one within 10 %, one outside): the 10 % goal is inside the noise of 1-2 runs a trace.
-  // Bounds that keep what is reached; more runs move the means either way.
-  CHECK(steady_mean.median() <= 0.07);
-  CHECK(steady_mean.max() <= 0.30);
+  // On 37 steady runs (3 to 5 a trace): 6.0 %, 16.0 % (1B 3 req/s TTFT p90), 33 of 36; with
+  // the host launch drawn from each process's fit residuals: 3.8 %, 10.8 % (1B 4 req/s TTFT
+  // p90), 34 of 36, 7 decided within. Bounds that keep what is reached, with a margin for
+  // more runs, which move the means either way.
+  CHECK(steady_mean.median() <= 0.05);
+  CHECK(steady_mean.max() <= 0.15);
 }
 
 TEST_CASE("serve: a cuDNN graph built once per shape and process: the second identical request pays no build",
@@ -700,6 +716,8 @@ TEST_CASE("serve: a cuDNN graph built once per shape and process: the second ide
   REQUIRE(diag.ok());
   read_engine_host_cost(s.engine.host);
   REQUIRE(s.engine.host.attention.graph_build > 0);
+  // The graph cache's closed form alone: the launch at its fitted mean (no residual drawn).
+  s.engine.host.launch_residual = {};
   Diagnostics cd(trace.string());
   const ClusterModel c = resolve_cluster(s.cluster, cd);
   REQUIRE(cd.ok());
@@ -743,6 +761,161 @@ TEST_CASE("serve: a cuDNN graph built once per shape and process: the second ide
   CHECK(first - second == Approx(saved).epsilon(1e-9));
 }
 
+TEST_CASE("serve: the engine's host launch drawn per iteration from its fit runs' residuals", "[serving][engine]") {
+  // calibration/serving/fit_engine_host.py writes the launch residuals (measured - fitted)
+  // of its fit iterations as quantiles; the replay draws one per iteration and replica
+  // (LaunchResidualDraw: inverse CDF, linear between quantiles) and adds it to the launch
+  // before the max with the GPU (BatchTimeModel::with_launch_residual).
+  // (a) The inverse CDF against its closed form on a hand-made distribution.
+  const ResidualQuantiles q{{0, 0.5, 0.9, 1}, {-0.010, 0.0, 0.020, 0.100}};
+  for (const auto& [u, expect] : std::vector<std::pair<double, double>>{
+           {0, -0.010}, {0.25, -0.005}, {0.5, 0}, {0.7, 0.010}, {0.95, 0.060}, {1, 0.100}}) {
+    const double got = residual_at(q, u);
+    std::printf("inverse CDF at u = %.2f: expected %+.4f s, computed %+.4f s\n", u, expect, got);
+    CHECK(got == Approx(expect).margin(1e-15));
+  }
+  // The committed distribution: at each of its probabilities the inverse CDF is its quantile,
+  // and the mean of many draws is the integral of the piecewise-linear inverse CDF.
+  EngineHostCost h;
+  h.enabled = true;
+  h.file = kHost;
+  h.model = "llama-1b";
+  read_engine_host_cost(h);
+  const ResidualQuantiles& c = h.launch_residual;
+  REQUIRE(c.probability.size() >= 50);
+  for (std::size_t k = 0; k < c.probability.size(); ++k) CHECK(residual_at(c, c.probability[k]) == c.value[k]);
+  double integral = 0;
+  for (std::size_t k = 1; k < c.probability.size(); ++k)
+    integral += (c.probability[k] - c.probability[k - 1]) * (c.value[k] + c.value[k - 1]) / 2;
+  LaunchResidualDraw draw(c, 1, 0);
+  const int n = 400000;
+  double sum = 0, below_p90 = 0;
+  const double q90 = residual_at(c, 0.9);
+  for (int k = 0; k < n; ++k) {
+    const double x = draw.next();
+    sum += x;
+    below_p90 += x <= q90;
+  }
+  std::printf("llama-1b launch residual: mean of %d draws %+.3f ms, expected %+.3f ms; share <= its p90 %.4f, expected "
+              "0.9\n", n, 1e3 * sum / n, 1e3 * integral, below_p90 / n);
+  CHECK(sum / n == Approx(integral).margin(0.5e-3));
+  CHECK(below_p90 / n == Approx(0.9).margin(0.003));
+
+  // (b) A degenerate distribution (every quantile c) is the replay without residuals with
+  // each iteration longer by its closed form, prepare + max(launch + c, stall + GPU) less
+  // prepare + max(launch, stall + GPU): c where the host is the bound even without the draw,
+  // less (or nothing) where the graph build and the GPU take longer. One lone request: its
+  // prefill and 39 decodes, every shape new.
+  const nlohmann::json data = read_json_file((kData / "serving-engine-2026-11-26.json").string());
+  const fs::path trace = fs::temp_directory_path() / ("clustersim-launch-residual-" + std::to_string(::getpid()) + ".csv");
+  {
+    std::ofstream f(trace);
+    f << "arrival_s,prompt_tokens,output_tokens\n0.0,600,40\n";
+  }
+  Diagnostics diag(trace.string());
+  ServingScenario s = parse_serving_scenario(engine_scenario(data["models"]["llama-1b"], data["engines"][0], trace.string()), diag);
+  REQUIRE(diag.ok());
+  read_engine_host_cost(s.engine.host);
+  REQUIRE(!s.engine.host.launch_residual.empty());
+  Diagnostics cd(trace.string());
+  const ClusterModel cl = resolve_cluster(s.cluster, cd);
+  REQUIRE(cd.ok());
+  const BatchTimeModel m(s.model, cl, s.engine, 1, 1);
+  ServingScenario plain = s;
+  plain.engine.host.launch_residual = {};
+  const sim::ServeResult r0 = sim::simulate_serving(plain, cl);
+  REQUIRE(r0.records.size() == 1);
+  for (const Seconds shift : {0.007, -0.007, 0.060}) {
+    ServingScenario shifted = s;
+    shifted.engine.host.launch_residual = {{0, 1}, {shift, shift}};
+    const sim::ServeResult r1 = sim::simulate_serving(shifted, cl);
+    REQUIRE(r1.records.size() == 1);
+    int host_bound = 0;
+    Seconds expect_e2e = 0, expect_ttft = 0;
+    BatchShape b;
+    b.prefills.push_back({600, 0});
+    b.sampled = 1;
+    for (int k = 0; k < 40; ++k) {
+      const BatchTime t = m.time(b, false);
+      host_bound += t.launch > t.stall + t.gpu;
+      const Seconds d = std::max(t.launch + shift, t.stall + t.gpu) - std::max(t.launch, t.stall + t.gpu);
+      CHECK(m.time(b, false, shift).total - t.total == Approx(d).margin(1e-12));
+      expect_e2e += d;
+      if (k == 0) expect_ttft = d;
+      b.clear();
+      b.decodes = 1;
+      b.decode_context = 600 + k + 1;
+      b.sampled = 1;
+    }
+    const double de = r1.records[0].e2e() - r0.records[0].e2e(), dt = r1.records[0].ttft() - r0.records[0].ttft();
+    std::printf("lone request, every draw %+.0f ms (%d of 40 iterations host-bound without it): E2E %+.4f s expected, "
+                "%+.4f s computed; TTFT %+.4f s expected, %+.4f s computed\n",
+                1e3 * shift, host_bound, expect_e2e, de, expect_ttft, dt);
+    CHECK(de == Approx(expect_e2e).margin(1e-9));
+    CHECK(dt == Approx(expect_ttft).margin(1e-9));
+    CHECK(std::fabs(expect_ttft - shift) < 1e-12);  // the prefill is host-bound: shifted by c exactly
+  }
+  fs::remove(trace);
+
+  // (c) Determinism: the committed 16 req/s trace twice gives the same bytes; another seed
+  // other draws; the draws move the figures (the mechanism is live).
+  const std::string t5 = (kData / "serving-traces/serving-trace-llama-1b-rate5-16rps.csv").string();
+  Diagnostics d5(t5);
+  ServingScenario w = parse_serving_scenario(engine_scenario(data["models"]["llama-1b"], data["engines"][0], t5), d5);
+  REQUIRE(d5.ok());
+  read_engine_host_cost(w.engine.host);
+  const std::string a1 = sim::requests_csv(sim::simulate_serving(w, cl)), a2 = sim::requests_csv(sim::simulate_serving(w, cl));
+  ServingScenario w2 = w, w0 = w;
+  w2.workload.seed = 2;
+  w0.engine.host.launch_residual = {};
+  const std::string b2 = sim::requests_csv(sim::simulate_serving(w2, cl)), b0 = sim::requests_csv(sim::simulate_serving(w0, cl));
+  std::printf("16 req/s trace: two runs %s, seed 2 %s, no residuals %s (per-request CSV, %zu bytes)\n",
+              a1 == a2 ? "identical" : "DIFFERENT", a1 == b2 ? "identical" : "different",
+              a1 == b0 ? "identical" : "different", a1.size());
+  CHECK(a1 == a2);
+  CHECK(a1 != b2);
+  CHECK(a1 != b0);
+}
+
+TEST_CASE("serve: a damaged launch_residual names the file, the JSON path and the value", "[serving][engine]") {
+  EngineHostCost h;
+  h.enabled = true;
+  h.model = "llama-1b";
+  nlohmann::json cal = read_json_file(kHost);
+  const fs::path bad = fs::temp_directory_path() / ("clustersim-launch-residual-" + std::to_string(::getpid()) + ".json");
+  const auto fails_with = [&](const nlohmann::json& doc) {
+    std::ofstream(bad) << doc.dump();
+    h.file = bad.string();
+    try {
+      read_engine_host_cost(h);
+    } catch (const std::exception& e) {
+      std::printf("%s\n", e.what());
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  nlohmann::json d = cal;
+  auto& lr = d["models"]["llama-1b"]["launch_residual"];
+  lr["probabilities"][0] = 0.01;
+  lr["quantiles_s"][5] = -1.5;
+  CHECK_THAT(fails_with(d), Catch::Contains(bad.string() + ": /models/llama-1b/launch_residual/probabilities") &&
+                                Catch::Contains("0.01") &&
+                                Catch::Contains("/models/llama-1b/launch_residual/quantiles_s/5") &&
+                                Catch::Contains("-1.5"));
+  d = cal;
+  d["models"]["llama-1b"]["launch_residual"]["quantiles_s"].erase(0);
+  CHECK_THAT(fails_with(d), Catch::Contains("/models/llama-1b/launch_residual/quantiles_s") && Catch::Contains("53"));
+  d = cal;
+  d["models"]["llama-1b"]["launch_residual"]["quantiles_s"][2] = "slow";
+  CHECK_THAT(fails_with(d), Catch::Contains("/models/llama-1b/launch_residual/quantiles_s/2") && Catch::Contains("slow"));
+  // A file without the field keeps the launch at its fitted mean.
+  d = cal;
+  d["models"]["llama-1b"].erase("launch_residual");
+  CHECK(fails_with(d) == "no error");
+  CHECK(h.launch_residual.empty());
+  fs::remove(bad);
+}
+
 namespace {
 // A gzip-compressed JSON file of the repository (the warm ground truth's iteration logs),
 // read through Debian's gzip.
@@ -767,14 +940,15 @@ TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's o
   // of the iteration running at its arrival (pro rata) and the modelled times of the
   // iterations up to its first token's. No scheduler of ours is involved. If that TTFT has
   // the replay's deficit, the cause is the iteration times, not the schedule. Then the same
-  // with each iteration's time drawn with a residual (measured - modelled) of the process's
-  // own fit runs (single0, probe; 200 seeded draws, mean of the percentiles): how much of the
-  // deficit the host's per-iteration variability, as the fit runs show it, explains.
+  // with each iteration's launch drawn as the replay draws it (the process's host file's
+  // launch_residual: measured - fitted launch of its own fit runs, single0 and probe, slow
+  // mode; 200 seeded draws, mean of the percentiles): how much of the deficit the host's
+  // per-iteration variability, as the fit runs show it, explains.
   const fs::path dir = kData / "serving-warm-2026-11-27";
   const nlohmann::json index = read_json_file((dir / "warm-truth.json").string());
   const nlohmann::json committed = read_json_file((dir / index["replays"].get<std::string>()).string());
   std::printf("%-4s %-9s %-12s | TTFT p50/p90 ms: measured | modelled on its schedule | with fit-run residuals | "
-              "iteration residual ms median/p90: this run, fit runs\n", "proc", "model", "run");
+              "iteration residual ms median/p90 (total time, no draw): this run, fit runs\n", "proc", "model", "run");
   ErrorTally on_log, drawn;
   int runs = 0, p50_above = 0, p90_below = 0, expected = 0;
   for (const auto& proc : index["processes"]) {
@@ -809,10 +983,12 @@ TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's o
       const auto& C = run["columns"];
       const std::size_t n = C["t_s"].size();
       std::vector<double> start(n), meas(n), model(n), residuals;
+      std::vector<BatchTime> timed(n);
       for (std::size_t i = 0; i < n; ++i) {
         const BatchShape b = logged_batch(C, i);
         const std::uint64_t key = pm.model->graph_key(b);
-        model[i] = pm.model->time(b, key != 0 && !pm.graphs.insert(key).second).total;
+        timed[i] = pm.model->time(b, key != 0 && !pm.graphs.insert(key).second);
+        model[i] = timed[i].total;
         start[i] = C["t_s"][i];
         meas[i] = logged_seconds(C, i);
         if (i > 0) residuals.push_back(meas[i] - model[i]);  // the first iteration of a run may pay initialisation
@@ -852,18 +1028,16 @@ TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's o
         return out;
       };
       const std::vector<double> hat = rebuilt(model);
-      std::uint64_t state = 20261127;  // a fixed seed: the same draws every run
-      const auto uniform = [&state]() {
-        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-        return double(state >> 11) / double(1ULL << 53);
-      };
+      // The replay's mechanism: each iteration's launch off its fitted mean by a draw of the
+      // process's host file (launch_residual, from its fit runs), one seeded stream.
+      REQUIRE(!pm.s.engine.host.launch_residual.empty());
+      LaunchResidualDraw draw(pm.s.engine.host.launch_residual, pm.s.workload.seed, 0);
       const auto& fr = pm.fit_residuals;
       double mc50 = 0, mc90 = 0;
       const int draws = 200;
       for (int k = 0; k < draws; ++k) {
         std::vector<double> t(n);
-        for (std::size_t i = 0; i < n; ++i)
-          t[i] = std::max(0.0, model[i] + fr[std::min(fr.size() - 1, std::size_t(uniform() * double(fr.size())))]);
+        for (std::size_t i = 0; i < n; ++i) t[i] = pm.model->with_launch_residual(timed[i], draw.next()).total;
         const std::vector<double> h = rebuilt(t);
         mc50 += percentile(h, 0.5) / draws;
         mc90 += percentile(h, 0.9) / draws;
@@ -886,7 +1060,7 @@ TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's o
   }
   on_log.print("modelled iterations on the engine's schedule");
   std::printf("  TTFT p50 above the measured in %d of %d runs, TTFT p90 below in %d\n", p50_above, runs, p90_below);
-  drawn.print("with the fit runs' residuals drawn");
+  drawn.print("with the replay's launch draws (the fit runs' launch residuals)");
   // Every replayed run with per-request records (31 on 2026-11-27: all but g1's nine) is found
   // in its process's iteration log.
   CHECK(runs == expected);
@@ -896,7 +1070,10 @@ TEST_CASE("serve: the warm runs' TTFT with modelled iterations on the engine's o
   // in 25 of 31 runs (p50 above in 17), as when a right-skewed iteration time is replaced by
   // its fitted mean (per-run residual median -14 to +4 ms, p90 +2 to +44 ms). The
   // fit runs' residuals drawn: 5.8 %, 23.9 % (s1's fit runs were quieter, residual p90 +8 ms,
-  // than its 2 req/s run, +28 ms). Bounds that keep what is reached.
+  // than its 2 req/s run, +28 ms). On 67 runs: 6.8 %, 29.8 % without draws; with the replay's
+  // draws (the launch residuals of the host file): 5.5 %, 34.1 % (t1 8B 0.61 req/s TTFT p90,
+  // already +26 % without them: the light-load prefill bias of README.md). Bounds that keep
+  // what is reached.
   CHECK(on_log.median() <= 0.07);
   CHECK(on_log.max() <= 0.30);
   CHECK(drawn.median() <= 0.07);
