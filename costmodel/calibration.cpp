@@ -173,6 +173,10 @@ Microbenchmarks read_microbenchmarks(const std::string& file) {
   if (doc.contains("launch") && doc["launch"].contains("async_gpu_time_per_launch"))
     mb.launch_gap = doc["launch"]["async_gpu_time_per_launch"].value("median_s", 0.0);
   if (!(mb.launch_gap > 0)) diag.error("/launch/async_gpu_time_per_launch/median_s", "missing: no launch overhead");
+  if (doc.contains("launch") && doc["launch"].contains("sync_launch_latency"))
+    mb.sync_launch = doc["launch"]["sync_launch_latency"].value("median_s", 0.0);
+  if (doc.contains("launch") && doc["launch"].contains("async_host_submit_per_launch"))
+    mb.launch_submit = doc["launch"]["async_host_submit_per_launch"].value("median_s", 0.0);
   // Pinned copies reach their rate from tens of MiB; activation offload moves whole
   // layers' activations (hundreds of MiB), so the best rate over the sizes is the one.
   if (doc.contains("memcpy") && doc["memcpy"].contains("results") && doc["memcpy"]["results"].is_array()) {
@@ -306,6 +310,8 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
     memory_errors = errors;
   }
   p.efficiency.kernel_overhead = data.launch_gap;
+  p.efficiency.sync_launch_latency = data.sync_launch;
+  p.efficiency.launch_submit = data.launch_submit;
   rep.kernel_overhead = data.launch_gap;
   if (data.pinned_h2d > 0) p.pinned_h2d = data.pinned_h2d;
   if (data.pinned_d2h > 0) p.pinned_d2h = data.pinned_d2h;

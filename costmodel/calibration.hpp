@@ -42,6 +42,7 @@ struct Microbenchmarks {
   std::vector<GemmSample> gemm;
   std::vector<MemorySample> memory;
   Seconds launch_gap = 0;  // GPU time per back-to-back kernel launch
+  Seconds sync_launch = 0, launch_submit = 0;  // launch + synchronize; host submit per async launch
   // Pinned host <-> GPU copies (the memcpy section): the best bandwidth over the copy
   // sizes per direction; 0 when the file has none (the profile keeps its PCIe figure).
   BytesPerSecond pinned_h2d = 0, pinned_d2h = 0;

@@ -204,7 +204,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   if (const auto* eff = r.object("efficiency", !r.has("transfer"))) {
     ObjectReader er(*eff, "/efficiency", diag,
                     {"gemm_max", "gemm_k_half", "attention", "memory", "memory_half_size", "kernel_overhead",
-                     "collective_nvlink", "collective_network", "memory_kinds"});
+                     "sync_launch_latency", "launch_submit", "collective_nvlink", "collective_network", "memory_kinds"});
     auto& e = p.efficiency;
     e.gemm_max = er.number("gemm_max", 0.01, 1.0).value_or(e.gemm_max);
     e.gemm_k_half = er.number("gemm_k_half", 0.0, 1e6).value_or(e.gemm_k_half);
@@ -212,6 +212,8 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     e.memory = er.number("memory", 0.01, 1.0).value_or(e.memory);
     e.memory_half_size = er.quantity("memory_half_size", Dimension::bytes).value_or(e.memory_half_size);
     e.kernel_overhead = er.quantity("kernel_overhead", Dimension::time).value_or(e.kernel_overhead);
+    e.sync_launch_latency = er.quantity("sync_launch_latency", Dimension::time, false).value_or(0);
+    e.launch_submit = er.quantity("launch_submit", Dimension::time, false).value_or(0);
     e.collective_nvlink = er.number("collective_nvlink", 0.01, 1.0).value_or(e.collective_nvlink);
     e.collective_network = er.number("collective_network", 0.01, 1.0).value_or(e.collective_network);
     if (const auto* kinds = er.object("memory_kinds", false)) {
@@ -384,6 +386,8 @@ nlohmann::json to_json(const GpuProfile& p) {
       kinds[std::string(to_string(k))] = {{"efficiency", e.memory_by_kind[i]}, {"half_size", q(e.memory_half_size_by_kind[i], "B")}};
   }
   if (!kinds.empty()) doc["efficiency"]["memory_kinds"] = kinds;
+  if (e.sync_launch_latency > 0) doc["efficiency"]["sync_launch_latency"] = q(e.sync_launch_latency, "s");
+  if (e.launch_submit > 0) doc["efficiency"]["launch_submit"] = q(e.launch_submit, "s");
   if (p.calibration.present()) {
     json gemm = json::object();
     for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8}) {

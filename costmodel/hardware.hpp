@@ -51,6 +51,10 @@ struct Efficiency {
   std::array<double, kMemoryKinds.size()> memory_by_kind{};
   std::array<Bytes, kMemoryKinds.size()> memory_half_size_by_kind{};
   Seconds kernel_overhead = 3e-6;    // per kernel, on the GPU timeline
+  // A launch the host waits out (CUDA_LAUNCH_BLOCKING=1): an empty kernel launched and
+  // synchronized, host to host; and what the host spends submitting one asynchronous
+  // launch (part of the eager host time per kernel). 0: not measured.
+  Seconds sync_launch_latency = 0, launch_submit = 0;
   double collective_nvlink = 0.75;   // NCCL bus bandwidth / NVLink bandwidth
   double collective_network = 0.9;   // NCCL bus bandwidth / NIC bandwidth
 };

@@ -105,6 +105,8 @@ GpuProfile transfer_profile(const GpuProfile& ref, const GpuProfile& target, std
   // What the GPU's generation does not change in the model: the kernel launch cost, the
   // host's dispatch, and how NCCL kernels and compute slow each other.
   e.kernel_overhead = re.kernel_overhead;
+  e.sync_launch_latency = re.sync_launch_latency;
+  e.launch_submit = re.launch_submit;
   e.collective_nvlink = re.collective_nvlink;
   e.collective_network = re.collective_network;
   p.host = ref.host;

@@ -38,7 +38,8 @@ ImportCount import_calibration_samples(const std::string& db_file, const Microbe
       db.add_calibration_sample(hw, "launch",
                                 {{"gpu_name", data.gpu_name}, {"sms", data.sms}, {"l2_bytes", data.l2},
                                  {"provenance", data.provenance}, {"pinned_h2d_Bps", data.pinned_h2d},
-                                 {"pinned_d2h_Bps", data.pinned_d2h}},
+                                 {"pinned_d2h_Bps", data.pinned_d2h}, {"sync_launch_s", data.sync_launch},
+                                 {"launch_submit_s", data.launch_submit}},
                                 data.launch_gap, profile.efficiency.kernel_overhead, bench);
       for (const auto& g : data.gemm)
         db.add_calibration_sample(hw, "gemm",
@@ -88,6 +89,9 @@ Microbenchmarks load_calibration_samples(const std::string& db_file, const std::
       // The pinned host copies ride with the launch sample (one per file, as they are).
       data.pinned_h2d = shape.value("pinned_h2d_Bps", 0.0);
       data.pinned_d2h = shape.value("pinned_d2h_Bps", 0.0);
+      // So do the synchronous launch and the host's submit of an asynchronous one.
+      data.sync_launch = shape.value("sync_launch_s", 0.0);
+      data.launch_submit = shape.value("launch_submit_s", 0.0);
     } else if (kind == "gemm") {
       if (const auto dt = dtype_named(shape.value("dtype", "")))
         data.gemm.push_back({*dt, shape.value("batch", 1), shape.value("m", 0), shape.value("n", 0), shape.value("k", 0), t});

@@ -213,7 +213,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   if (!obj) return;
   ObjectReader fr(*obj, "/training/framework", diag,
                   {"name", "bucket_cap", "gradient_as_bucket_view", "version", "param_dtype", "reduce_dtype", "sharding",
-                   "shard_size", "gradient_accumulation_fusion", "cross_entropy"});
+                   "shard_size", "gradient_accumulation_fusion", "cross_entropy", "launch_blocking"});
   if (!fr.valid()) return;
   f.name = read_enum(fr, "name", framework_names, true).value_or(f.name);
   const auto only = [&](const char* key, Framework owner) {
@@ -238,6 +238,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   }
   f.gradient_as_bucket_view = fr.boolean("gradient_as_bucket_view", false).value_or(false);
   f.gradient_accumulation_fusion = fr.boolean("gradient_accumulation_fusion", false).value_or(true);
+  f.launch_blocking = fr.boolean("launch_blocking", false).value_or(false);
   f.fsdp_version = int(fr.integer("version", 1, 2, false).value_or(1));
   f.param_dtype = read_enum(fr, "param_dtype", element_type_names, false);
   f.reduce_dtype = read_enum(fr, "reduce_dtype", element_type_names, false);
@@ -844,6 +845,7 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
       w.member("cross_entropy", to_string(f.cross_entropy));
     if ((f.name == Framework::pytorch_fsdp || megatron_family(f.name)) && f.reduce_dtype)
       w.member("reduce_dtype", to_string(*f.reduce_dtype));
+    if (f.launch_blocking) w.member("launch_blocking", true);
     w.end_object();
   }
   w.end_object();

@@ -156,6 +156,10 @@ struct FrameworkSpec {
   std::optional<FsdpSharding> sharding;
   std::int64_t shard_size = 0;
   CrossEntropyImpl cross_entropy = CrossEntropyImpl::native;  // megatron only ("cross_entropy")
+  // CUDA_LAUNCH_BLOCKING=1 in the run's environment ("launch_blocking", any framework): every
+  // kernel launch returns only when the kernel has finished, so the host's dispatch of the
+  // next kernel never overlaps the GPU (strategies/rules.hpp launch_blocking_gap).
+  bool launch_blocking = false;
   bool hybrid() const { return name == Framework::pytorch_fsdp && sharding == FsdpSharding::hybrid; }
 };
 

@@ -325,7 +325,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
 
 Estimator make_estimator(const Scenario& s) {
   Diagnostics diag(s.source);
-  ClusterModel cluster = resolve_cluster(s.cluster, diag);
+  ClusterModel cluster = scenario_cluster(s, diag);
   diag.throw_if_errors();
   const PrecisionRules rules = precision_rules(s.training);
   for (DType t : {rules.compute, rules.weight_gemm})

@@ -347,7 +347,19 @@ Seconds host_bound_time(Seconds gpu_f, Seconds gpu_b, Seconds host_f, Seconds ho
   return std::max(0.0, total - double(m) * gpu);
 }
 
-Seconds host_per_kernel(const FrameworkSpec&, const HostDispatch& h) { return h.eager_per_kernel; }
+Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h) { return f.launch_blocking ? 0.0 : h.eager_per_kernel; }
+
+Seconds launch_blocking_gap(const Efficiency& e, const HostDispatch& h) {
+  if (!(e.sync_launch_latency > 0)) return h.eager_per_kernel + e.kernel_overhead;
+  return std::max(e.kernel_overhead, h.eager_per_kernel - e.launch_submit + e.sync_launch_latency);
+}
+
+ClusterModel scenario_cluster(const Scenario& s, Diagnostics& diag) {
+  ClusterModel c = resolve_cluster(s.cluster, diag);
+  if (s.training.framework.launch_blocking)
+    c.gpu.efficiency.kernel_overhead = launch_blocking_gap(c.gpu.efficiency, c.gpu.host);
+  return c;
+}
 
 OpHost op_host_overhead(const Op& op, const FrameworkSpec& f, const HostDispatch& h, i64 tp) {
   if (f.name != Framework::pytorch_tp || tp <= 1) return {};

@@ -437,8 +437,23 @@ struct OpKernels {
   int forward = 0, backward = 0;
 };
 OpKernels op_kernels(const Op& op);
-// Host time per kernel launched: eager PyTorch (Megatron-LM is eager PyTorch too).
+// Host time per kernel launched: eager PyTorch (Megatron-LM is eager PyTorch too). Under
+// launch_blocking the host never runs ahead of the GPU: its dispatch is in each kernel's
+// launch gap instead (launch_blocking_gap), and this is 0.
 Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
+// CUDA_LAUNCH_BLOCKING=1 (training.framework launch_blocking; BLOOM's tr11-176B-ml.slurm
+// exports it against a hang): every launch returns only when its kernel has finished, so
+// the stream runs kernel, host, kernel, ... The gap between two kernels is the host's
+// dispatch of the next one (the eager host time per kernel, less the asynchronous submit
+// it contains) and a synchronous launch (submit, start, the empty kernel, completion seen
+// by the host: calibration's sync_launch_latency), in place of the asynchronous
+// back-to-back launch gap (kernel_overhead). Without a measured synchronous launch: the
+// dispatch and the asynchronous gap, one after the other.
+Seconds launch_blocking_gap(const Efficiency& e, const HostDispatch& h);
+// The cluster a scenario's kernels run on: its GPU's kernel_overhead is
+// launch_blocking_gap under training.framework launch_blocking. Estimator, replay and
+// search all resolve their cluster here.
+ClusterModel scenario_cluster(const Scenario& s, Diagnostics& diag);
 // Host time an op costs beyond its kernels: under pytorch-tp with tp > 1, each DTensor
 // ParallelStyle module boundary (Op::parallel_style) costs the measured module overhead
 // (hooks, from_local/to_local, sharding propagation, redistribute), forward and backward,

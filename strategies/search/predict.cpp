@@ -31,7 +31,7 @@ Seconds stage_p2p(const ClusterModel& c, const PlanStage& st, Bytes activation, 
 
 Prediction predict_plan(const Scenario& s, const SearchPlan& plan) {
   Diagnostics diag(s.source);
-  const ClusterModel c = resolve_cluster(s.cluster, diag);
+  const ClusterModel c = scenario_cluster(s, diag);
   diag.throw_if_errors();
   const PrecisionRules rules = precision_rules(s.training.precision, s.training.optimizer);
   const ModelGraph g = build_model_graph(s.model, plan.samples_per_micro_batch, graph_style(s.training));

@@ -151,7 +151,7 @@ SearchPlan cost_manual_plan(const Scenario& s) {
   if (s.model.has_experts() && p.ep != p.dp)
     diag.error("/plan/ep", fmt::format("the search splits the experts over the data-parallel GPUs: ep must equal dp ({}), got {}",
                                        p.dp, p.ep));
-  const ClusterModel cluster = resolve_cluster(s.cluster, diag);
+  const ClusterModel cluster = scenario_cluster(s, diag);
   diag.throw_if_errors();
   const i64 gpn = cluster.gpus_per_node, per = p.dp * p.tp;
   if (p.tp > gpn || gpn % p.tp != 0)

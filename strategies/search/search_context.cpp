@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "scenarios/diagnostics.hpp"
+#include "strategies/rules.hpp"
 
 namespace clustersim::search {
 
@@ -13,7 +14,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 SearchContext::SearchContext(const Scenario& s, const SearchOptions& o) : s_(s), o_(o) {
   Diagnostics diag(s.source);
-  cluster_ = resolve_cluster(s.cluster, diag);
+  cluster_ = scenario_cluster(s, diag);
   diag.throw_if_errors();
   rules_ = precision_rules(s.training.precision, s.training.optimizer);
   budget_ = cluster_.gpu.usable_memory();

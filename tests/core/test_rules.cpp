@@ -853,3 +853,48 @@ TEST_CASE("the GPU waits for the host to prepare the optimizer step only beyond 
     CHECK(w == Approx(c.expected).margin(1e-15));
   }
 }
+
+TEST_CASE("launch_blocking: the host's dispatch and a synchronous launch between two kernels", "[rules]") {
+  // CUDA_LAUNCH_BLOCKING=1: gap = eager host time per kernel - asynchronous submit (inside
+  // it) + launch-and-synchronize of an empty kernel; it replaces the asynchronous gap.
+  Efficiency e;
+  e.kernel_overhead = 2.878e-6;
+  e.launch_submit = 2.878e-6;
+  e.sync_launch_latency = 7.92e-6;
+  HostDispatch h;
+  h.eager_per_kernel = 23.71e-6;
+  const double expected = 23.71e-6 - 2.878e-6 + 7.92e-6;
+  show("launch_blocking_gap (s)", expected, launch_blocking_gap(e, h));
+  CHECK(launch_blocking_gap(e, h) == Approx(expected).epsilon(1e-12));
+  // Without a measured synchronous launch: dispatch, then the asynchronous gap.
+  Efficiency unmeasured = e;
+  unmeasured.sync_launch_latency = 0;
+  show("launch_blocking_gap, no synchronous launch measured (s)", 23.71e-6 + 2.878e-6, launch_blocking_gap(unmeasured, h));
+  CHECK(launch_blocking_gap(unmeasured, h) == Approx(23.71e-6 + 2.878e-6).epsilon(1e-12));
+  // Never below the asynchronous gap (a host faster than the GPU's own launch).
+  HostDispatch none;
+  Efficiency fast = e;
+  fast.sync_launch_latency = 1e-6;
+  CHECK(launch_blocking_gap(fast, none) == e.kernel_overhead);
+  // The host no longer runs ahead: its dispatch is in the gap, not in a host bound.
+  FrameworkSpec f;
+  f.name = Framework::megatron_deepspeed;
+  CHECK(host_per_kernel(f, h) == 23.71e-6);
+  f.launch_blocking = true;
+  CHECK(host_per_kernel(f, h) == 0);
+}
+
+TEST_CASE("launch_blocking: the shipped profiles carry the H100's measured launches", "[rules]") {
+  // calibration/data/h100-sxm5-80gb/microbench-duty-2026-11-26.json: launch
+  // sync_launch_latency and async_host_submit_per_launch (medians); the A100 takes the
+  // H100's host and launch figures (costmodel/transfer.cpp).
+  for (const char* name : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
+    const auto p = find_gpu_profile(name);
+    REQUIRE(p);
+    const double expected = p->host.eager_per_kernel - 2.8781273e-06 + 7.9215e-06;
+    show(name, expected, launch_blocking_gap(p->efficiency, p->host));
+    CHECK(p->efficiency.sync_launch_latency == Approx(7.9215e-06).epsilon(1e-9));
+    CHECK(p->efficiency.launch_submit == Approx(2.8781273e-06).epsilon(1e-9));
+    CHECK(launch_blocking_gap(p->efficiency, p->host) == Approx(expected).epsilon(1e-9));
+  }
+}

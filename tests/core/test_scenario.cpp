@@ -387,6 +387,24 @@ TEST_CASE("historical Megatron frameworks: what their code could run, and Megatr
     g["training"]["framework"] = json{{"name", "megatron"}, {"gradient_accumulation_fusion", 0}};
     CHECK_FALSE(problems_of(g).empty());
   }
+  // CUDA_LAUNCH_BLOCKING=1 (launch_blocking): false unless written, on any framework; the
+  // canonical form keeps it only when true.
+  {
+    json g = base_doc();
+    g["training"]["framework"] = json{{"name", "megatron-deepspeed"}, {"launch_blocking", true}};
+    CHECK(problems_of(g).empty());
+    Diagnostics d1("x.json");
+    const Scenario sg = parse_scenario(g, d1);
+    CHECK(sg.training.framework.launch_blocking);
+    CHECK(to_json(sg)["training"]["framework"]["launch_blocking"] == true);
+    Diagnostics d2("canon");
+    CHECK(to_json(parse_scenario(to_json(sg), d2)).dump() == to_json(sg).dump());
+    g["training"]["framework"]["launch_blocking"] = false;
+    Diagnostics d3("x.json");
+    CHECK_FALSE(to_json(parse_scenario(g, d3))["training"]["framework"].contains("launch_blocking"));
+    g["training"]["framework"]["launch_blocking"] = "yes";
+    CHECK_FALSE(problems_of(g).empty());
+  }
   // Megatron's cross entropy: "native" by default, "te" where written; megatron only.
   {
     json g = base_doc();
