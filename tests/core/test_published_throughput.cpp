@@ -16,10 +16,11 @@
 // +10-15%), and the v1.0 row (the post's own 1288 ms) is 7% pessimistic.
 // Ampere: BLOOM and MT-NLG run megatron-deepspeed (fp32 gradient accumulation per
 // micro-batch; BF16_Optimizer's fp32 all-reduce after the flush; PipelineEngine's four
-// blocking transfers and re-gather per micro-batch; BLOOM's ALiBi bias; the 0.1 dropout
-// their code ran) and remain 17-30% optimistic (Megatron-LM ran MT-NLG's model on the same
-// 2,240 A100s 1.39x faster: README, Ampere's published rows);
-// OPT-175B (metaseq FSDP) 11%. Blackwell: the GB200 405B row runs its recipe's
+// blocking transfers and re-gather per micro-batch; BLOOM's ALiBi bias and its script's
+// CUDA_LAUNCH_BLOCKING=1, training.framework launch_blocking; the 0.1 dropout their code
+// ran) and remain 15-30% optimistic (Megatron-LM ran MT-NLG's model on the same 2,240
+// A100s 1.39x faster: README, Ampere's published rows); OPT-175B (metaseq FSDP, with the
+// 0.1 dropout its paper states) 9%. Blackwell: the GB200 405B row runs its recipe's
 // activation offload (95 layers) on one NIC per GPU (+12%). DeepSeek-V3 on
 // 2,048 H800s is about 5% optimistic with DualPipe (33% pessimistic under 1F1B, which left
 // the expert all-to-all exposed). The bounds below stop
