@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "costmodel/hardware.hpp"
+#include "model_specs.hpp"
 #include "strategies/op_timing.hpp"
 #include "strategies/rules.hpp"
 
@@ -262,16 +263,7 @@ TEST_CASE("fp8 weights: Transformer Engine's copies and cast of the weights it c
   // Llama 3 8B at tp 1, as the graph builds it: TE casts the weights of the layers' linears
   // (QKV, attention output, gate/up, down); the embedding, the norms and Megatron's output
   // layer stay bf16.
-  ModelSpec m;
-  m.family = ModelFamily::llama;
-  m.hidden = 4096;
-  m.layers = 32;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.seq_len = 8192;
-  m.vocab = 128256;
-  const ModelGraph g = build_model_graph(m, 1, graph_style(Precision::mixed_fp8));
+  const ModelGraph g = build_model_graph(test::llama3_8b(), 1, graph_style(Precision::mixed_fp8));
   double all = 0, cast = 0;
   for (const auto* part : {&g.pre, &g.layers, &g.post})  // the 32 layers share one block
     for (int b : *part)

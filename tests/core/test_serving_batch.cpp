@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "costmodel/cluster.hpp"
+#include "model_specs.hpp"
 #include "scenarios/json_reader.hpp"
 #include "strategies/serving_batch.hpp"
 
@@ -23,19 +24,7 @@ ClusterModel h100(std::int64_t gpus = 1) {
   return c;
 }
 
-ModelSpec llama8b() {
-  ModelSpec m;
-  m.family = ModelFamily::llama;
-  m.hidden = 4096;
-  m.layers = 32;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.vocab = 128256;
-  m.seq_len = 8192;
-  m.tie_embeddings = false;
-  return m;
-}
+ModelSpec llama8b() { return test::llama3_8b(); }
 
 EngineSpec graphs_engine() {
   EngineSpec e;
