@@ -4,7 +4,7 @@
 # ten training runs its predictions are checked against.
 #
 #   chain A (first GPU):  clustersim-microbench (GEMM sweep, memcpy, memory-bound kernels,
-#                         launch), measure_gemm_duty.py (the bf16 shapes re-timed under a
+#                         launch), measure_gemm_duty.py (the bf16 and fp8 shapes re-timed under a
 #                         training step's duty cycle) and merge_gemm_duty.py, measure_eager_kernels.py,
 #                         measure_host.py (ops and blocks; one process), profile_step.py (SDPA flash
 #                         sweep and kernel profiles of two training steps)
@@ -59,7 +59,7 @@ chain_a() {
       -DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCH >/dev/null && cmake --build '$BUILD' -j 16 | tail -1" || return
   step microbench "$BUILD/clustersim-microbench" --out "$work/microbench.json"
   step gemm-duty python3 "$root/calibration/training/measure_gemm_duty.py" --shapes "$work/microbench.json" \
-      --out-regimes "$work/gemm-duty-regimes.json" --out-microbench "$work/microbench-duty-raw.json" &&
+      --out-regimes "$work/gemm-duty-regimes.json" --out-microbench "$work/microbench-duty-raw.json" --dtypes bf16,fp8 &&
     python3 "$root/calibration/training/merge_gemm_duty.py" "$work/microbench-duty-raw.json" "$work/microbench-duty.json"
   step eager python3 "$root/calibration/training/measure_eager_kernels.py" --out "$work/eager-kernels.json"
   step host python3 "$root/calibration/training/measure_host.py" --sections ops,blocks --out "$work/host-dispatch.json"

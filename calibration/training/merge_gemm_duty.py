@@ -23,7 +23,10 @@ def main():
     doc = json.load(open(a.duty))
     kept = retimed = 0
     for r in doc["gemm"]["results"]:
-        if "sweep_time_s" not in r:
+        # Only what measure_gemm_duty.py timed in this file: a file merged before (its re-timed
+        # bf16 shapes, or those that kept the sweep's time) can be re-timed for another dtype
+        # and merged again without touching them.
+        if "sweep_time_s" not in r or not r.get("timing", "").startswith("torch, duty cycle"):
             continue
         if r["time_s"] < a.min_time:
             r["duty_time_s"] = r["time_s"]
@@ -33,10 +36,14 @@ def main():
             kept += 1
         else:
             retimed += 1
-    doc["gemm"]["merge"] = {"script": "calibration/training/merge_gemm_duty.py", "min_time_s": a.min_time,
-                            "duty_cycle_times": retimed, "sweep_times_kept": kept}
+    merges = doc["gemm"].get("merges", [doc["gemm"]["merge"]] if "merge" in doc["gemm"] else [])
+    merges.append({"script": "calibration/training/merge_gemm_duty.py", "min_time_s": a.min_time,
+                   "duty_cycle_times": retimed, "sweep_times_kept": kept,
+                   "dtypes": sorted({r["dtype"] for r in doc["gemm"]["results"] if "sweep_time_s" in r})})
+    doc["gemm"].pop("merge", None)
+    doc["gemm"]["merges"] = merges
     json.dump(doc, open(a.out, "w"), indent=1)
-    print("bf16: %d shapes at the duty-cycle time, %d short ones at the sweep's" % (retimed, kept))
+    print("%d shapes at the duty-cycle time, %d short ones at the sweep's" % (retimed, kept))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ std::string bad(const std::string& name, const nlohmann::json& d) {
 }
 
 Microbenchmarks h100_data() {
-  Microbenchmarks d = read_microbenchmarks(kData + "microbench-duty-2026-11-26.json");
+  Microbenchmarks d = read_microbenchmarks(kData + "microbench-duty-2026-11-27.json");
   read_attention_benchmarks(kData + "sdpa-flash-2026-11-26.json", d);
   read_eager_kernels(kData + "eager-kernels-2026-11-26.json", d);
   return d;
@@ -88,7 +88,7 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   CHECK(shipped->status == "calibrated");
   CHECK(shipped->nccl.present());
   // Regenerate with (one line, from the repository root): clustersim calibrate fit
-  //   calibration/data/h100-sxm5-80gb/microbench-duty-2026-11-26.json
+  //   calibration/data/h100-sxm5-80gb/microbench-duty-2026-11-27.json
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
   //   --eager calibration/data/h100-sxm5-80gb/eager-kernels-2026-11-26.json
   //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json

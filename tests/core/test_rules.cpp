@@ -877,7 +877,7 @@ TEST_CASE("launch_blocking: the host's dispatch and a synchronous launch between
 }
 
 TEST_CASE("launch_blocking: the shipped profiles carry the H100's measured launches", "[rules]") {
-  // calibration/data/h100-sxm5-80gb/microbench-duty-2026-11-26.json: launch
+  // calibration/data/h100-sxm5-80gb/microbench-duty-2026-11-27.json: launch
   // sync_launch_latency and async_host_submit_per_launch (medians); the A100 takes the
   // H100's host and launch figures (costmodel/transfer.cpp).
   for (const char* name : {"h100-sxm5-80gb", "a100-sxm4-80gb"}) {
