@@ -7,7 +7,8 @@
 #                         launch), measure_gemm_duty.py (the bf16 and fp8 shapes re-timed under a
 #                         training step's duty cycle) and merge_gemm_duty.py, measure_eager_kernels.py,
 #                         measure_host.py (ops and blocks; one process), profile_step.py (SDPA flash
-#                         sweep and kernel profiles of two training steps)
+#                         sweep and kernel profiles of two training steps), measure_sdpa_backends.py
+#                         (FlashAttention-2 and cuDNN attention, back to back)
 #   chain B (second GPU, or after chain A with one GPU): training/run_all.sh (10 runs, amp-bf16)
 #
 # With two or more GPUs the chains run side by side, one GPU each (the GPUs are separate
@@ -64,6 +65,7 @@ chain_a() {
   step eager python3 "$root/calibration/training/measure_eager_kernels.py" --out "$work/eager-kernels.json"
   step host python3 "$root/calibration/training/measure_host.py" --sections ops,blocks --out "$work/host-dispatch.json"
   step profile python3 "$root/calibration/training/profile_step.py" --out "$work/profile"
+  step sdpa python3 "$root/calibration/training/measure_sdpa_backends.py" --out-dir "$work/sdpa"
 }
 chain_b() {
   export CUDA_VISIBLE_DEVICES=$1

@@ -1,6 +1,6 @@
-// clustersim calibrate import MICROBENCH.json [--attention SDPA.json] --profile NAME [--db DB]
+// clustersim calibrate import MICROBENCH.json [--attention SDPA.json ...] --profile NAME [--db DB]
 // stores the samples in the results database.
-// clustersim calibrate fit (MICROBENCH.json [--attention SDPA.json] | --db DB --hardware NAME)
+// clustersim calibrate fit (MICROBENCH.json [--attention SDPA.json ...] | --db DB --hardware NAME)
 //   [--eager EAGER_KERNELS.json] [--host HOST_DISPATCH.json] [--nccl NCCL_BENCH.json ...] [--base PROFILE] [--name NAME] [--out FILE]
 // fits a GPU profile to microbenchmark measurements (and NCCL collectives) and reports
 // its error on the held-back samples.
@@ -27,7 +27,8 @@ namespace clustersim::cli {
 namespace {
 
 struct FitCommand {
-  std::string data_file, attention_file, base = "h100-sxm5-80gb-datasheet", name, out;
+  std::string data_file, base = "h100-sxm5-80gb-datasheet", name, out;
+  std::vector<std::string> attention_files;  // one per kernel library (FlashAttention-2, cuDNN)
   std::string eager_file;    // eager PyTorch kernels by access path (measure_eager_kernels.py)
   std::string host_file;     // host dispatch costs (measure_host.py)
   std::string dtensor_bias_file;  // DTensor GPT steps with and without biases (measure_parallel.py)
@@ -40,7 +41,8 @@ struct FitCommand {
 };
 
 struct ImportCommand {
-  std::string data_file, attention_file, profile, db = runner::default_db_file;
+  std::string data_file, profile, db = runner::default_db_file;
+  std::vector<std::string> attention_files;
 };
 
 int import(const ImportCommand& c) {
@@ -48,7 +50,7 @@ int import(const ImportCommand& c) {
   if (!profile)
     throw InputError("<command line>", "--profile", fmt::format("no GPU profile \"{}\" (see clustersim gpus)", c.profile));
   Microbenchmarks data = read_microbenchmarks(c.data_file);
-  if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
+  for (const auto& f : c.attention_files) read_attention_benchmarks(f, data);
   const runner::ImportCount n = runner::import_calibration_samples(c.db, data, *profile);
   fmt::print("{}: stored {} calibration samples for {} ({} already there, skipped)\n", c.db, n.stored, profile->name,
              n.skipped);
@@ -112,7 +114,7 @@ int fit(const FitCommand& c) {
   } else {
     if (c.data_file.empty()) throw InputError("<command line>", "FILE", "give a microbenchmark file or --db and --hardware");
     data = read_microbenchmarks(c.data_file);
-    if (!c.attention_file.empty()) read_attention_benchmarks(c.attention_file, data);
+    for (const auto& f : c.attention_files) read_attention_benchmarks(f, data);
   }
   if (!c.eager_file.empty()) read_eager_kernels(c.eager_file, data);
   FitReport rep;
@@ -174,12 +176,15 @@ int fit(const FitCommand& c) {
     fmt::print("{}", row("  with interpolation, held back", g.held_back));
   }
   fmt::print("{}", row("all GEMMs with interpolation, held back", rep.gemm_held_back));
-  if (!data.attention.empty()) {
-    const auto& a = fitted.calibration.attention;
-    fmt::print("flash attention: forward max {:.3f} s_half {:.0f}, backward max {:.3f} s_half {:.0f} ({} shapes)\n",
-               a.forward_max, a.forward_s_half, a.backward_max, a.backward_s_half, data.attention.size());
-    fmt::print("{}", row("  forward, held back", rep.attention_forward_held_back));
-    fmt::print("{}", row("  backward, held back", rep.attention_backward_held_back));
+  for (AttentionKernel kernel : {AttentionKernel::flash2, AttentionKernel::cudnn}) {
+    const auto k = static_cast<std::size_t>(kernel);
+    if (data.attention[k].empty()) continue;
+    const auto& a = kernel == AttentionKernel::flash2 ? fitted.calibration.attention : fitted.calibration.attention_cudnn;
+    fmt::print("{} attention: forward max {:.3f} s_half {:.0f}, backward max {:.3f} s_half {:.0f} ({} shapes)\n",
+               kernel == AttentionKernel::flash2 ? "flash" : "cuDNN", a.forward_max, a.forward_s_half, a.backward_max,
+               a.backward_s_half, data.attention[k].size());
+    fmt::print("{}", row("  forward, held back", rep.attention_forward_held_back[k]));
+    fmt::print("{}", row("  backward, held back", rep.attention_backward_held_back[k]));
   }
   fmt::print("{}", row("every held-back point", rep.all_held_back));
   if (fitted.interference.present())
@@ -271,7 +276,8 @@ const Registration calibrate_command{
       f->add_option("FILE", c->data_file, "microbenchmark results (calibration/data/...)");
       f->add_option("--db", c->db, "fit the samples stored in this database instead of a file");
       f->add_option("--hardware", c->hardware, "with --db: the profile name the samples were imported under");
-      f->add_option("--attention", c->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
+      f->add_option("--attention", c->attention_files,
+                    "fused-attention timings, one file per kernel library (clustersim-sdpa-flash or clustersim-sdpa JSON)");
       f->add_option("--eager", c->eager_file,
                     "eager PyTorch elementwise kernels by access path (clustersim-eager-kernels JSON)");
       f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
@@ -305,7 +311,8 @@ const Registration calibrate_command{
       auto ic = std::make_shared<ImportCommand>();
       auto* im = sub.add_subcommand("import", "store a microbenchmark run's samples in the results database");
       im->add_option("FILE", ic->data_file, "microbenchmark results (clustersim-microbench JSON)")->required();
-      im->add_option("--attention", ic->attention_file, "fused-attention timings (clustersim-sdpa-flash JSON)");
+      im->add_option("--attention", ic->attention_files,
+                     "fused-attention timings, one file per kernel library (clustersim-sdpa-flash or clustersim-sdpa JSON)");
       im->add_option("--profile", ic->profile, "GPU profile the samples belong to (and that predicts them)")->required();
       im->add_option("--db", ic->db, "results database")->capture_default_str();
       auto uc = std::make_shared<UncertaintyCommand>();

@@ -198,11 +198,24 @@ Microbenchmarks read_microbenchmarks(const std::string& file) {
 void read_attention_benchmarks(const std::string& file, Microbenchmarks& into) {
   const auto doc = read_json_file(file);
   Diagnostics diag(file);
-  if (!doc.is_object() || doc.value("format", "") != "clustersim-sdpa-flash/1")
-    throw InputError(file, "/format", "expected \"clustersim-sdpa-flash/1\"");
+  const std::string format = doc.is_object() ? doc.value("format", "") : "";
+  AttentionKernel kernel = AttentionKernel::flash2;
+  if (format == "clustersim-sdpa/1") {
+    const std::string backend = doc.value("backend", "");
+    if (backend == "cudnn") kernel = AttentionKernel::cudnn;
+    else if (backend != "flash")
+      throw InputError(file, "/backend", "expected \"flash\" or \"cudnn\", got \"" + backend + "\"");
+  } else if (format != "clustersim-sdpa-flash/1") {
+    throw InputError(file, "/format", "expected \"clustersim-sdpa-flash/1\" or \"clustersim-sdpa/1\"");
+  }
+  const auto k = static_cast<std::size_t>(kernel);
+  if (!into.attention_files[k].empty())
+    throw InputError(file, format == "clustersim-sdpa/1" ? "/backend" : "/format",
+                     fmt::format("a second {} attention file (the first: {})", to_string(kernel), into.attention_files[k]));
   const auto& results = doc.value("results", nlohmann::json::array());
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
+    if (r.contains("error")) continue;  // the backend did not run this shape
     const std::string path = json_path("/results", i);
     AttentionSample a;
     a.batch_heads = static_cast<std::int64_t>(positive(r, "batch", path, diag) * positive(r, "heads", path, diag));
@@ -210,11 +223,11 @@ void read_attention_benchmarks(const std::string& file, Microbenchmarks& into) {
     a.head_dim = static_cast<std::int64_t>(positive(r, "head_dim", path, diag));
     a.forward = positive(r, "forward_s", path, diag);
     a.backward = positive(r, "backward_s", path, diag);
-    into.attention.push_back(a);
+    into.attention[k].push_back(a);
   }
-  if (into.attention.empty()) diag.error("/results", "no attention measurements");
+  if (into.attention[k].empty()) diag.error("/results", "no attention measurements");
   diag.throw_if_errors();
-  into.attention_file = file;
+  into.attention_files[k] = file;
 }
 
 void read_eager_kernels(const std::string& file, Microbenchmarks& into) {
@@ -245,6 +258,59 @@ void read_eager_kernels(const std::string& file, Microbenchmarks& into) {
   diag.throw_if_errors();
   into.eager_file = file;
 }
+
+namespace {
+// One kernel library's fused-attention curve from its samples (every `holdout_every`-th
+// held back): max and s_half by least squares in log time over a grid of s_half, then the
+// measured / parametric ratio at each training shape.
+AttentionCalibration fit_attention(const std::vector<AttentionSample>& samples, const std::string& file, double peak,
+                                   int holdout_every) {
+  AttentionCalibration a;
+  a.source = file;
+  const auto work = [](const AttentionSample& s, bool bwd) {
+    return (bwd ? 2.5 : 1.0) * 4.0 * double(s.batch_heads) * double(s.seq) * double(s.seq) * double(s.head_dim) * 0.5;
+  };
+  const auto measured = [](const AttentionSample& s, bool bwd) { return bwd ? s.backward : s.forward; };
+  std::vector<std::size_t> train;
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    if (!held_back(i, holdout_every)) train.push_back(i);
+  for (bool bwd : {false, true}) {
+    double best_loss = 1e300, best_max = 0, best_half = 0;
+    for (double half : {0.0, 64.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1536.0, 2048.0}) {
+      // Time = work (s + half) / (peak max s): the best max is a geometric mean.
+      double acc = 0;
+      for (std::size_t i : train) {
+        const auto& s = samples[i];
+        acc += std::log(work(s, bwd) * (double(s.seq) + half) / (peak * double(s.seq)) / measured(s, bwd));
+      }
+      const double max = std::exp(acc / double(train.size()));
+      double loss = 0;
+      for (std::size_t i : train) {
+        const auto& s = samples[i];
+        const double r = std::log(work(s, bwd) * (double(s.seq) + half) / (peak * max * double(s.seq)) / measured(s, bwd));
+        loss += r * r;
+      }
+      if (loss < best_loss) {
+        best_loss = loss;
+        best_max = std::min(1.0, max);
+        best_half = half;
+      }
+    }
+    (bwd ? a.backward_max : a.forward_max) = best_max;
+    (bwd ? a.backward_s_half : a.forward_s_half) = best_half;
+  }
+  const auto parametric = [&](const AttentionSample& s, bool bwd) {
+    const double max = bwd ? a.backward_max : a.forward_max, half = bwd ? a.backward_s_half : a.forward_s_half;
+    return work(s, bwd) * (double(s.seq) + half) / (peak * max * double(s.seq));
+  };
+  for (std::size_t i : train) {
+    const auto& s = samples[i];
+    a.points.push_back({std::log2(double(s.batch_heads)), std::log2(double(s.seq)), std::log2(double(s.head_dim)),
+                        std::log(s.forward / parametric(s, false)), std::log(s.backward / parametric(s, true))});
+  }
+  return a;
+}
+}  // namespace
 
 GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, const FitOptions& options,
                        FitReport* report) {
@@ -374,67 +440,34 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
   rep.gemm_held_back = stats(all_errors);
   std::vector<double> every = all_errors;  // grows with memory and attention errors below
 
-  // Fused attention: efficiency = max x s / (s + s_half) over causal work, forward and
-  // backward (2.5x the forward work) fitted separately, then the measured ratios.
-  if (!data.attention.empty() && p.peak(DType::bf16) > 0) {
-    auto& a = p.calibration.attention;
-    a.source = data.attention_file;
-    const double peak = p.peak(DType::bf16);
-    const auto work = [](const AttentionSample& s, bool bwd) {
-      return (bwd ? 2.5 : 1.0) * 4.0 * double(s.batch_heads) * double(s.seq) * double(s.seq) * double(s.head_dim) * 0.5;
-    };
-    const auto measured = [](const AttentionSample& s, bool bwd) { return bwd ? s.backward : s.forward; };
-    std::vector<std::size_t> train, test;
-    for (std::size_t i = 0; i < data.attention.size(); ++i) (held_back(i, options.holdout_every) ? test : train).push_back(i);
-    for (bool bwd : {false, true}) {
-      double best_loss = 1e300, best_max = 0, best_half = 0;
-      for (double half : {0.0, 64.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1536.0, 2048.0}) {
-        // Time = work (s + half) / (peak max s): the best max is a geometric mean.
-        double acc = 0;
-        for (std::size_t i : train) {
-          const auto& s = data.attention[i];
-          acc += std::log(work(s, bwd) * (double(s.seq) + half) / (peak * double(s.seq)) / measured(s, bwd));
-        }
-        const double max = std::exp(acc / double(train.size()));
-        double loss = 0;
-        for (std::size_t i : train) {
-          const auto& s = data.attention[i];
-          const double r = std::log(work(s, bwd) * (double(s.seq) + half) / (peak * max * double(s.seq)) / measured(s, bwd));
-          loss += r * r;
-        }
-        if (loss < best_loss) {
-          best_loss = loss;
-          best_max = std::min(1.0, max);
-          best_half = half;
-        }
+  // Fused attention, per kernel library: efficiency = max x s / (s + s_half) over causal
+  // work, forward and backward (2.5x the forward work) fitted separately, then the
+  // measured ratios (fit_attention). The kernel model reads `attention` (FlashAttention-2);
+  // a scenario's kernel choice swaps the cuDNN curve in (strategies/rules.hpp).
+  if (p.peak(DType::bf16) > 0)
+    for (AttentionKernel kernel : {AttentionKernel::flash2, AttentionKernel::cudnn}) {
+      const auto k = static_cast<std::size_t>(kernel);
+      if (data.attention[k].empty()) continue;
+      auto& a = kernel == AttentionKernel::flash2 ? p.calibration.attention : p.calibration.attention_cudnn;
+      a = fit_attention(data.attention[k], data.attention_files[k], p.peak(DType::bf16), options.holdout_every);
+      // Held back: the curve as the kernel model evaluates it.
+      GpuProfile q = p;
+      q.calibration.attention = a;
+      const KernelModel km(q);
+      std::vector<double> kf, kb;
+      for (std::size_t i = 0; i < data.attention[k].size(); ++i) {
+        if (!held_back(i, options.holdout_every)) continue;
+        const auto& s = data.attention[k][i];
+        const double work = 4.0 * double(s.batch_heads) * double(s.seq) * double(s.seq) * double(s.head_dim) * 0.5;
+        kf.push_back(std::fabs(work / (q.peak(DType::bf16) * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, false)) - s.forward) / s.forward);
+        kb.push_back(std::fabs(2.5 * work / (q.peak(DType::bf16) * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, true)) - s.backward) / s.backward);
       }
-      (bwd ? a.backward_max : a.forward_max) = best_max;
-      (bwd ? a.backward_s_half : a.forward_s_half) = best_half;
+      rep.attention_forward_held_back[k] = stats(kf);
+      rep.attention_backward_held_back[k] = stats(kb);
+      every.insert(every.end(), kf.begin(), kf.end());
+      every.insert(every.end(), kb.begin(), kb.end());
+      if (kernel == AttentionKernel::flash2) p.efficiency.attention = a.forward_max;
     }
-    const auto parametric = [&](const AttentionSample& s, bool bwd) {
-      const double max = bwd ? a.backward_max : a.forward_max, half = bwd ? a.backward_s_half : a.forward_s_half;
-      return work(s, bwd) * (double(s.seq) + half) / (peak * max * double(s.seq));
-    };
-    for (std::size_t i : train) {
-      const auto& s = data.attention[i];
-      a.points.push_back({std::log2(double(s.batch_heads)), std::log2(double(s.seq)), std::log2(double(s.head_dim)),
-                          std::log(s.forward / parametric(s, false)), std::log(s.backward / parametric(s, true))});
-    }
-    const KernelModel km(p);
-    std::vector<double> ef, eb;
-    for (std::size_t i : test) {
-      const auto& s = data.attention[i];
-      const double f = work(s, false) / (peak * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, false));
-      const double b = work(s, true) / (peak * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, true));
-      ef.push_back(std::fabs(f - s.forward) / s.forward);
-      eb.push_back(std::fabs(b - s.backward) / s.backward);
-    }
-    rep.attention_forward_held_back = stats(ef);
-    rep.attention_backward_held_back = stats(eb);
-    every.insert(every.end(), ef.begin(), ef.end());
-    every.insert(every.end(), eb.begin(), eb.end());
-    p.efficiency.attention = a.forward_max;
-  }
   every.insert(every.end(), memory_errors.begin(), memory_errors.end());
   rep.all_held_back = stats(every);
   // Types without data keep the profile's defaults; bf16's fit is the headline figure.

@@ -10,6 +10,7 @@
 // Every `holdout_every`-th sample (in file order) is held back and predicted to report
 // the fit's error on shapes it did not see.
 #pragma once
+#include <array>
 #include <string>
 #include <vector>
 
@@ -47,14 +48,20 @@ struct Microbenchmarks {
   // sizes per direction; 0 when the file has none (the profile keeps its PCIe figure).
   BytesPerSecond pinned_h2d = 0, pinned_d2h = 0;
   Bytes l2 = 0;
-  std::string attention_file;  // optional: fused-attention timings (profile_step.py)
-  std::vector<AttentionSample> attention;
+  // Optional: fused-attention timings per kernel library (index: AttentionKernel; flash2
+  // from profile_step.py or measure_sdpa_backends.py, cudnn from measure_sdpa_backends.py).
+  std::array<std::string, 2> attention_files;
+  std::array<std::vector<AttentionSample>, 2> attention;
   std::string eager_file;  // optional: eager PyTorch kernels by TensorIterator path
 };
 
 // Reads a clustersim-microbench JSON file; bad content is an InputError with paths.
 Microbenchmarks read_microbenchmarks(const std::string& file);
-// Adds a clustersim-sdpa-flash JSON file (calibration/training/profile_step.py).
+// Adds a fused-attention timing file: clustersim-sdpa-flash/1 (profile_step.py:
+// FlashAttention-2) or clustersim-sdpa/1 with its "backend", flash or cudnn
+// (measure_sdpa_backends.py), to the samples of that kernel library; a second file for
+// the same library is an error, as are shapes a backend did not run (an "error" entry is
+// skipped).
 void read_attention_benchmarks(const std::string& file, Microbenchmarks& into);
 // Adds the memory-bound samples of a clustersim-eager-kernels JSON file
 // (calibration/training/measure_eager_kernels.py) under the kinds of their access path
@@ -80,7 +87,8 @@ struct FitReport {
   Bytes memory_half_size = 0;
   ErrorStats memory_held_back;
   Seconds kernel_overhead = 0;
-  ErrorStats attention_forward_held_back, attention_backward_held_back;
+  // Per kernel library (index: AttentionKernel); count 0 where none was measured.
+  std::array<ErrorStats, 2> attention_forward_held_back, attention_backward_held_back;
   ErrorStats all_held_back;  // every held-back point: GEMMs, memory-bound, attention
 };
 

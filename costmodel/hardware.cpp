@@ -1,6 +1,8 @@
 // Profile loading: strict parse (unknown keys, units) of the embedded and user files.
 #include "costmodel/hardware.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <filesystem>
@@ -49,6 +51,8 @@ std::string_view to_string(MemoryKind k) {
   }
   return "?";
 }
+
+std::string_view to_string(AttentionKernel k) { return k == AttentionKernel::cudnn ? "cudnn" : "flash2"; }
 
 FlopPerSecond GpuProfile::peak(DType t) const {
   switch (t) {
@@ -158,18 +162,67 @@ TransferSpec parse_transfer(const nlohmann::json& doc, Diagnostics& diag) {
   return t;
 }
 
+// One fused-attention curve of the calibration section ("attention": FlashAttention-2,
+// "attention_cudnn": cuDNN's), read and written the same way.
+void parse_attention_calibration(const nlohmann::json& j, const std::string& path, AttentionCalibration& a,
+                                 Diagnostics& diag) {
+  ObjectReader ar(j, path, diag, {"source", "forward_max", "forward_s_half", "backward_max", "backward_s_half", "points"});
+  a.source = ar.string("source").value_or("");
+  a.forward_max = ar.number("forward_max", 0.001, 1.0).value_or(0);
+  a.forward_s_half = ar.number("forward_s_half", 0.0, 1e9).value_or(0);
+  a.backward_max = ar.number("backward_max", 0.001, 1.0).value_or(0);
+  a.backward_s_half = ar.number("backward_s_half", 0.0, 1e9).value_or(0);
+  const auto* pts = ar.get("points");
+  if (!pts || !pts->is_array()) {
+    diag.error(path + "/points", "expected an array of [batch*heads, seq, head_dim, fwd ratio, bwd ratio]");
+    return;
+  }
+  for (std::size_t i = 0; i < pts->size(); ++i) {
+    const auto& q = (*pts)[i];
+    bool ok = q.is_array() && q.size() == 5;
+    for (std::size_t k = 0; ok && k < 5; ++k) ok = q[k].is_number() && q[k].get<double>() > 0;
+    if (!ok) {
+      diag.error(json_path(path + "/points", i), fmt::format("expected five positive numbers, got {}", describe(q)));
+      continue;
+    }
+    a.points.push_back({std::log2(q[0].get<double>()), std::log2(q[1].get<double>()), std::log2(q[2].get<double>()),
+                        std::log(q[3].get<double>()), std::log(q[4].get<double>())});
+  }
+}
+
+nlohmann::json attention_calibration_json(const AttentionCalibration& a) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& pt : a.points)
+    pts.push_back({std::round(std::exp2(pt.log_bh)), std::round(std::exp2(pt.log_s)), std::round(std::exp2(pt.log_d)),
+                   std::exp(pt.log_ratio_fwd), std::exp(pt.log_ratio_bwd)});
+  return {{"source", a.source},
+          {"forward_max", a.forward_max},
+          {"forward_s_half", a.forward_s_half},
+          {"backward_max", a.backward_max},
+          {"backward_s_half", a.backward_s_half},
+          {"points", pts}};
+}
+
 }  // namespace
 
 GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   GpuProfile p;
   ObjectReader r(doc, "", diag,
-                 {"name", "display_name", "status", "sms", "l2", "peak", "memory", "nvlink", "pcie", "efficiency",
-                  "sources", "calibration", "host_dispatch", "overlap_interference", "nccl", "transfer"});
+                 {"name", "display_name", "status", "sms", "compute_capability", "l2", "peak", "memory", "nvlink", "pcie",
+                  "efficiency", "sources", "calibration", "host_dispatch", "overlap_interference", "nccl", "transfer"});
   if (!r.valid()) return p;
   p.name = r.string("name").value_or("");
   p.display_name = r.string("display_name", false).value_or(p.name);
   p.status = r.choice("status", {"datasheet", "transferred", "calibrated"}).value_or("datasheet");
   p.sms = static_cast<int>(r.integer("sms", 1, 100000).value_or(1));
+  if (const auto cc = r.string("compute_capability", false)) {
+    const bool ok = cc->size() >= 3 && std::isdigit(static_cast<unsigned char>((*cc)[0])) &&
+                    cc->find('.') != std::string::npos &&
+                    std::all_of(cc->begin(), cc->end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
+                    std::count(cc->begin(), cc->end(), '.') == 1 && cc->back() != '.';
+    if (ok) p.compute_capability = *cc;
+    else diag.error(r.path("compute_capability"), "expected a compute capability such as \"9.0\", got \"" + *cc + "\"");
+  }
   p.l2 = r.quantity("l2", Dimension::bytes, false).value_or(0);
   if (const auto* peak = r.object("peak")) {
     ObjectReader pr(*peak, "/peak", diag, {"fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4"});
@@ -231,31 +284,12 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     }
   }
   if (const auto* cal = r.object("calibration", false)) {
-    ObjectReader cr(*cal, "/calibration", diag, {"source", "provenance", "gemm", "attention"});
-    if (const auto* att = cr.object("attention", false)) {
-      ObjectReader ar(*att, "/calibration/attention", diag,
-                      {"source", "forward_max", "forward_s_half", "backward_max", "backward_s_half", "points"});
-      auto& a = p.calibration.attention;
-      a.source = ar.string("source").value_or("");
-      a.forward_max = ar.number("forward_max", 0.001, 1.0).value_or(0);
-      a.forward_s_half = ar.number("forward_s_half", 0.0, 1e9).value_or(0);
-      a.backward_max = ar.number("backward_max", 0.001, 1.0).value_or(0);
-      a.backward_s_half = ar.number("backward_s_half", 0.0, 1e9).value_or(0);
-      const auto* pts = ar.get("points");
-      if (!pts || !pts->is_array()) diag.error("/calibration/attention/points", "expected an array of [batch*heads, seq, head_dim, fwd ratio, bwd ratio]");
-      else
-        for (std::size_t i = 0; i < pts->size(); ++i) {
-          const auto& q = (*pts)[i];
-          bool ok = q.is_array() && q.size() == 5;
-          for (std::size_t j = 0; ok && j < 5; ++j) ok = q[j].is_number() && q[j].get<double>() > 0;
-          if (!ok) {
-            diag.error(json_path("/calibration/attention/points", i), fmt::format("expected five positive numbers, got {}", describe(q)));
-            continue;
-          }
-          a.points.push_back({std::log2(q[0].get<double>()), std::log2(q[1].get<double>()), std::log2(q[2].get<double>()),
-                              std::log(q[3].get<double>()), std::log(q[4].get<double>())});
-        }
-    }
+    ObjectReader cr(*cal, "/calibration", diag, {"source", "provenance", "gemm", "attention", "attention_cudnn"});
+    for (const char* key : {"attention", "attention_cudnn"})
+      if (const auto* att = cr.object(key, false))
+        parse_attention_calibration(*att, std::string("/calibration/") + key,
+                                    key == std::string("attention") ? p.calibration.attention : p.calibration.attention_cudnn,
+                                    diag);
     p.calibration.source = cr.string("source").value_or("");
     if (const auto* prov = cr.get("provenance")) p.calibration.provenance = *prov;
     if (const auto* gemm = cr.object("gemm", false)) {
@@ -379,6 +413,7 @@ nlohmann::json to_json(const GpuProfile& p) {
              {"memory_half_size", q(e.memory_half_size, "B")}, {"kernel_overhead", q(e.kernel_overhead, "s")},
              {"collective_nvlink", e.collective_nvlink}, {"collective_network", e.collective_network}}},
            {"sources", p.sources}};
+  if (!p.compute_capability.empty()) doc["compute_capability"] = p.compute_capability;
   json kinds = json::object();
   for (MemoryKind k : kMemoryKinds) {
     const auto i = static_cast<std::size_t>(k);
@@ -401,19 +436,9 @@ nlohmann::json to_json(const GpuProfile& p) {
       if (c.ceiling > 0) gemm[std::string(to_string(t))]["ceiling"] = c.ceiling;
     }
     doc["calibration"] = {{"source", p.calibration.source}, {"provenance", p.calibration.provenance}, {"gemm", gemm}};
-    const auto& a = p.calibration.attention;
-    if (a.calibrated()) {
-      json pts = json::array();
-      for (const auto& pt : a.points)
-        pts.push_back({std::round(std::exp2(pt.log_bh)), std::round(std::exp2(pt.log_s)), std::round(std::exp2(pt.log_d)),
-                       std::exp(pt.log_ratio_fwd), std::exp(pt.log_ratio_bwd)});
-      doc["calibration"]["attention"] = {{"source", a.source},
-                                         {"forward_max", a.forward_max},
-                                         {"forward_s_half", a.forward_s_half},
-                                         {"backward_max", a.backward_max},
-                                         {"backward_s_half", a.backward_s_half},
-                                         {"points", pts}};
-    }
+    for (const auto& [key, a] : {std::pair<const char*, const AttentionCalibration&>{"attention", p.calibration.attention},
+                                 {"attention_cudnn", p.calibration.attention_cudnn}})
+      if (a.calibrated()) doc["calibration"][key] = attention_calibration_json(a);
   }
   if (p.interference.present())
     doc["overlap_interference"] = {

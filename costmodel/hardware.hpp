@@ -90,11 +90,20 @@ struct AttentionCalibration {
   bool calibrated() const { return forward_max > 0 && backward_max > 0; }
 };
 
+// The fused attention kernels a training run's attention calls reach (the software picks
+// them; strategies/rules.hpp fused_attention_kernel):
+//  flash2  FlashAttention-2 (PyTorch SDPA's flash backend, the flash-attn package)
+//  cudnn   cuDNN's fused flash attention (PyTorch SDPA's cuDNN backend, Transformer
+//          Engine's FusedAttention): its own kernels per architecture (sm90's use wgmma)
+enum class AttentionKernel { flash2, cudnn };
+std::string_view to_string(AttentionKernel);
+
 struct Calibration {
   std::string source;          // the microbenchmark file the fit used
   nlohmann::json provenance;   // GPU, driver, CUDA, date, as the benchmark recorded them
   std::array<GemmCalibration, 5> gemm;  // indexed by DType
-  AttentionCalibration attention;
+  AttentionCalibration attention;        // FlashAttention-2 (and what the kernel model uses)
+  AttentionCalibration attention_cudnn;  // cuDNN's fused attention; not calibrated: none measured
   bool present() const { return !source.empty(); }
 };
 
@@ -199,6 +208,10 @@ struct GpuProfile {
   std::string display_name;  // "NVIDIA A100-SXM4-80GB"
   std::string status;        // "datasheet", "transferred" or "calibrated"
   int sms = 0;
+  // CUDA compute capability ("9.0"): which architecture's kernels libraries run (cuDNN's
+  // attention kernels differ by architecture; PyTorch's SDPA prefers cuDNN on 9.0 and
+  // 10.0). Empty: not stated.
+  std::string compute_capability;
   Bytes l2 = 0;
   FlopPerSecond peak_fp64 = 0, peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0;
   FlopPerSecond peak_fp4 = 0;  // datasheet only: no training precision uses it

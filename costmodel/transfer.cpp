@@ -83,6 +83,15 @@ GpuProfile transfer_profile(const GpuProfile& ref, const GpuProfile& target, std
     note(fmt::format("attention: forward max {:.3f}, backward max {:.3f} (published ratio {:.3f})", a.forward_max,
                      a.backward_max, att_ratio));
   }
+  // cuDNN's fused attention runs kernels of its own per architecture (sm90's are built on
+  // wgmma and TMA): its measured curve carries over only to a GPU of the reference's
+  // compute capability (the H200 and H800 from the H100), unchanged, as no public
+  // benchmark pairs it; elsewhere the target has none.
+  if (ref.calibration.attention_cudnn.calibrated() && !target.compute_capability.empty() &&
+      target.compute_capability == ref.compute_capability) {
+    p.calibration.attention_cudnn = ref.calibration.attention_cudnn;
+    note(fmt::format("cuDNN attention: the reference's curve (compute capability {})", ref.compute_capability));
+  }
 
   // Memory-bound kernels: fraction of HBM bandwidth moved by the published pair, half
   // sizes scaled with the bandwidth (the same latency needs more bytes in flight).

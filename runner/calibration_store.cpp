@@ -49,18 +49,21 @@ ImportCount import_calibration_samples(const std::string& db_file, const Microbe
         db.add_calibration_sample(hw, "memory", {{"kernel", m.kernel}, {"bytes", m.bytes}}, m.time, std::nullopt, bench);
       count.stored += data.gemm.size() + data.memory.size() + 1;
     }
-    if (!data.attention.empty()) {
-      const std::string att = source_of(data.attention_file, data.provenance);
+    for (AttentionKernel kernel : {AttentionKernel::flash2, AttentionKernel::cudnn}) {
+      const auto& samples = data.attention[static_cast<std::size_t>(kernel)];
+      if (samples.empty()) continue;
+      const std::string att = source_of(data.attention_files[static_cast<std::size_t>(kernel)], data.provenance);
       if (present.count(att)) {
-        count.skipped += data.attention.size();
-      } else {
-        for (const auto& a : data.attention)
-          db.add_calibration_sample(hw, "attention",
-                                    {{"batch_heads", a.batch_heads}, {"seq", a.seq}, {"head_dim", a.head_dim},
-                                     {"backward_s", a.backward}},
-                                    a.forward, std::nullopt, att);
-        count.stored += data.attention.size();
+        count.skipped += samples.size();
+        continue;
       }
+      for (const auto& a : samples) {
+        nlohmann::json shape{{"batch_heads", a.batch_heads}, {"seq", a.seq}, {"head_dim", a.head_dim}, {"backward_s", a.backward}};
+        // FlashAttention-2's rows keep the form they had before cuDNN's were stored.
+        if (kernel != AttentionKernel::flash2) shape["kernel"] = std::string(to_string(kernel));
+        db.add_calibration_sample(hw, "attention", shape, a.forward, std::nullopt, att);
+      }
+      count.stored += samples.size();
     }
     db.commit();
   } catch (...) {
@@ -98,8 +101,10 @@ Microbenchmarks load_calibration_samples(const std::string& db_file, const std::
     } else if (kind == "memory") {
       data.memory.push_back({shape.value("kernel", ""), shape.value("bytes", 0.0), t});
     } else if (kind == "attention") {
-      data.attention_file = file;
-      data.attention.push_back(
+      const auto k = static_cast<std::size_t>(shape.value("kernel", std::string("flash2")) == "cudnn" ? AttentionKernel::cudnn
+                                                                                                     : AttentionKernel::flash2);
+      data.attention_files[k] = file;
+      data.attention[k].push_back(
           {shape.value("batch_heads", 0), shape.value("seq", 0), shape.value("head_dim", 0), t, shape.value("backward_s", 0.0)});
     }
   }

@@ -4,6 +4,7 @@
 
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario.hpp"
+#include "strategies/validation.hpp"
 
 namespace clustersim::runner {
 
@@ -22,6 +23,10 @@ results::MeasuredRecord parse_measured_run(const json& doc, const std::string& f
   if (const auto* sc = r.object("scenario")) {
     json s = *sc;
     if (!s.contains("name")) s["name"] = m.name;
+    // The attention kernels the run forced, as its environment recorded them.
+    if (const auto k = recorded_attention_kernel(doc.value("environment", json::object()));
+        k && s.contains("training") && s["training"].is_object() && !s["training"].contains("attention_kernel"))
+      s["training"]["attention_kernel"] = *k;
     // Paths inside the scenario are reported below /scenario.
     Diagnostics sd(file);
     const Scenario scenario = parse_scenario(s, sd);

@@ -35,6 +35,9 @@ constexpr NameTable<Precision, 6> precision_names{{{Precision::fp32, "fp32"},
                                                    {Precision::mixed_bf16, "mixed-bf16"},
                                                    {Precision::mixed_fp16, "mixed-fp16"},
                                                    {Precision::mixed_fp8, "mixed-fp8"}}};
+constexpr NameTable<AttentionKernelChoice, 3> attention_kernel_names{{{AttentionKernelChoice::automatic, "auto"},
+                                                                    {AttentionKernelChoice::flash2, "flash2"},
+                                                                    {AttentionKernelChoice::cudnn, "cudnn"}}};
 constexpr NameTable<OptimizerKind, 2> optimizer_names{{{OptimizerKind::adam, "adam"}, {OptimizerKind::sgd, "sgd"}}};
 constexpr NameTable<Recompute, 3> recompute_names{
     {{Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}}};
@@ -251,7 +254,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
 
 void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag) {
   ObjectReader r(j, "/training", diag, {"global_batch", "micro_batch", "precision", "optimizer", "recompute", "framework",
-                                          "activation_offload_layers", "fp8_param_gather"});
+                                          "activation_offload_layers", "fp8_param_gather", "attention_kernel"});
   if (!r.valid()) return;
   assign(t.global_batch, r.integer("global_batch", 1, kMaxBatch));
   assign(t.micro_batch, r.integer("micro_batch", 1, kMaxDim));
@@ -260,6 +263,8 @@ void parse_training(const nlohmann::json& j, TrainingSpec& t, Diagnostics& diag)
   t.recompute = read_enum(r, "recompute", recompute_names, false).value_or(Recompute::none);
   assign(t.activation_offload_layers, r.integer("activation_offload_layers", 0, kMaxDim, false));
   t.fp8_param_gather = r.boolean("fp8_param_gather", false).value_or(false);
+  t.attention_kernel =
+      read_enum(r, "attention_kernel", attention_kernel_names, false).value_or(AttentionKernelChoice::automatic);
   if (t.fp8_param_gather && t.precision != Precision::mixed_fp8)
     diag.error("/training/fp8_param_gather",
                fmt::format("keeps Transformer Engine's fp8 weights as the parameters: a mixed-fp8 option, but the "
@@ -655,6 +660,7 @@ std::string si(double v, const char* unit) {
 
 std::string_view to_string(ModelFamily e) { return enum_name(family_names, e); }
 std::string_view to_string(AttentionImpl e) { return enum_name(attention_names, e); }
+std::string_view to_string(AttentionKernelChoice e) { return enum_name(attention_kernel_names, e); }
 std::string_view to_string(Precision e) { return enum_name(precision_names, e); }
 std::string_view to_string(OptimizerKind e) { return enum_name(optimizer_names, e); }
 std::string_view to_string(Recompute e) { return enum_name(recompute_names, e); }
@@ -824,6 +830,9 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
     w.member("activation_offload_layers", s.training.activation_offload_layers);
   // Only when set: scenarios without it keep their canonical form (and hash).
   if (s.training.fp8_param_gather) w.member("fp8_param_gather", true);
+  // Only when written: scenarios without it keep their canonical form (and hash).
+  if (s.training.attention_kernel != AttentionKernelChoice::automatic)
+    w.member("attention_kernel", to_string(s.training.attention_kernel));
   // Only a framework written in the file: scenarios without one keep their canonical form (and hash).
   if (s.training.framework.given) {
     const FrameworkSpec& f = s.training.framework;

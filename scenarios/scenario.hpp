@@ -163,6 +163,12 @@ struct FrameworkSpec {
   bool hybrid() const { return name == Framework::pytorch_fsdp && sharding == FsdpSharding::hybrid; }
 };
 
+// Which fused-attention kernels the run's attention reaches (training.attention_kernel):
+// auto leaves it to the software (strategies/rules.hpp fused_attention_kernel), flash2 and
+// cudnn state it (a run that forced PyTorch's SDPA backend, or an older stack).
+enum class AttentionKernelChoice { automatic, flash2, cudnn };
+std::string_view to_string(AttentionKernelChoice);
+
 struct TrainingSpec {
   std::int64_t global_batch = 0;  // samples (sequences or images) per iteration
   std::int64_t micro_batch = 0;   // samples per micro-batch per data-parallel replica
@@ -179,6 +185,7 @@ struct TrainingSpec {
   // copy) and the distributed optimizer writes them from its fp32 master
   // (strategies/rules.hpp fp8_weights).
   bool fp8_param_gather = false;
+  AttentionKernelChoice attention_kernel = AttentionKernelChoice::automatic;
 };
 
 struct IntraNodeSpec {

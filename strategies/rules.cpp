@@ -1,6 +1,7 @@
 #include "strategies/rules.hpp"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <stdexcept>
 
 namespace clustersim {
@@ -354,10 +355,35 @@ Seconds launch_blocking_gap(const Efficiency& e, const HostDispatch& h) {
   return std::max(e.kernel_overhead, h.eager_per_kernel - e.launch_submit + e.sync_launch_latency);
 }
 
+AttentionKernel fused_attention_kernel(const TrainingSpec& t, const GpuProfile& gpu) {
+  switch (t.attention_kernel) {
+    case AttentionKernelChoice::flash2: return AttentionKernel::flash2;
+    case AttentionKernelChoice::cudnn: return AttentionKernel::cudnn;
+    case AttentionKernelChoice::automatic: break;
+  }
+  const Framework f = t.framework.name;
+  const bool sdpa = f == Framework::pytorch || f == Framework::pytorch_ddp || f == Framework::pytorch_fsdp ||
+                    f == Framework::pytorch_tp;
+  const bool prefers_cudnn = gpu.compute_capability == "9.0" || gpu.compute_capability == "10.0";
+  return sdpa && prefers_cudnn && gpu.calibration.attention_cudnn.calibrated() ? AttentionKernel::cudnn
+                                                                              : AttentionKernel::flash2;
+}
+
 ClusterModel scenario_cluster(const Scenario& s, Diagnostics& diag) {
   ClusterModel c = resolve_cluster(s.cluster, diag);
   if (s.training.framework.launch_blocking)
     c.gpu.efficiency.kernel_overhead = launch_blocking_gap(c.gpu.efficiency, c.gpu.host);
+  if (fused_attention_kernel(s.training, c.gpu) == AttentionKernel::cudnn) {
+    if (!c.gpu.calibration.attention_cudnn.calibrated()) {
+      diag.error("/training/attention_kernel",
+                 fmt::format("cudnn: the {} profile has no measured cuDNN attention curve (none was measured on its "
+                             "architecture, compute capability {}); use flash2 or auto",
+                             c.gpu.name, c.gpu.compute_capability.empty() ? "not stated" : c.gpu.compute_capability));
+    } else {
+      c.gpu.calibration.attention = c.gpu.calibration.attention_cudnn;
+      c.gpu.efficiency.attention = c.gpu.calibration.attention.forward_max;
+    }
+  }
   return c;
 }
 

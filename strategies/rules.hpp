@@ -450,9 +450,24 @@ Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
 // back-to-back launch gap (kernel_overhead). Without a measured synchronous launch: the
 // dispatch and the asynchronous gap, one after the other.
 Seconds launch_blocking_gap(const Efficiency& e, const HostDispatch& h);
+// The fused-attention kernels a run's attention reaches (training.attention_kernel, else
+// the software's own choice). Eager PyTorch (the pytorch* frameworks) calls SDPA, which
+// puts its cuDNN backend first on compute capability 9.0 and 10.0 (aten sdp_utils.cpp
+// check_prefer_cudnn_attention, cuDNN >= 9.9; the calibration's torch 2.11 and cuDNN 9.19
+// ran cudnn_generated_fort_native_sdpa_sm90_flash_fprop/bprop under its defaults,
+// kernel-profile-2026-11-26.json): cuDNN's curve there, where the profile has one for the
+// GPU's architecture. Everything else, Megatron included, FlashAttention-2's: Transformer
+// Engine also selects cuDNN on Hopper (dot_product_attention/utils.py), but with the cuDNN
+// of its container, whose lead over FlashAttention-2 grew with the versions (20-50 % at
+// cuDNN 9.3 by TE's own benchmark; 1.6-1.9x at head dim 128 with 9.19, measured here), and
+// the published Megatron rows (NeMo 24.07 to Megatron-Bridge 25.11) are not matched by
+// 9.19's curve (README, "fused attention"): a Megatron run on a recent cuDNN states cudnn.
+AttentionKernel fused_attention_kernel(const TrainingSpec& t, const GpuProfile& gpu);
 // The cluster a scenario's kernels run on: its GPU's kernel_overhead is
-// launch_blocking_gap under training.framework launch_blocking. Estimator, replay and
-// search all resolve their cluster here.
+// launch_blocking_gap under training.framework launch_blocking, and its attention curve
+// the cuDNN one where fused_attention_kernel says so (a written cudnn the profile has no
+// curve for is an error at /training/attention_kernel). Estimator, replay and search all
+// resolve their cluster here.
 ClusterModel scenario_cluster(const Scenario& s, Diagnostics& diag);
 // Host time an op costs beyond its kernels: under pytorch-tp with tp > 1, each DTensor
 // ParallelStyle module boundary (Op::parallel_style) costs the measured module overhead

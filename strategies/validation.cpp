@@ -33,6 +33,15 @@ double stated_number(const nlohmann::json& v, const std::string& where) {
 
 }  // namespace
 
+std::optional<std::string> recorded_attention_kernel(const nlohmann::json& environment) {
+  if (!environment.is_object()) return std::nullopt;
+  const auto it = environment.find("attention_backend");
+  if (it == environment.end() || !it->is_string()) return std::nullopt;
+  if (*it == "flash") return std::string("flash2");
+  if (*it == "cudnn") return std::string("cudnn");
+  return std::nullopt;
+}
+
 Scenario measured_run_scenario(const nlohmann::json& run) {
   const nlohmann::json& sc = run.at("scenario");
   nlohmann::json doc = parse_json_text(default_scenario_text(), "<measured run>");
@@ -44,6 +53,9 @@ Scenario measured_run_scenario(const nlohmann::json& run) {
   if (!sc["model"].contains("tie_embeddings"))
     doc["model"]["tie_embeddings"] = sc["model"]["family"] == "gpt" && !run.at("environment").contains("tp");
   doc["training"] = sc.at("training");
+  if (const auto k = recorded_attention_kernel(run.value("environment", nlohmann::json::object()));
+      k && !doc["training"].contains("attention_kernel"))
+    doc["training"]["attention_kernel"] = *k;
   doc["cluster"] = sc.at("cluster");
   doc["plan"] = sc.at("plan");
   Diagnostics diag(run.at("name").get<std::string>());

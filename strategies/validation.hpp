@@ -15,6 +15,7 @@
 //                        same step), TFLOP/s per GPU counting recompute
 //                        (hardware FLOPs), or weak-scaling efficiency x the 1-GPU rate
 #pragma once
+#include <optional>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,8 +34,13 @@ struct ValidationCase {
   double hardware_tflops_per_gpu = 0; // published: FLOPs the GPUs execute, recompute counted
 };
 
+// The attention kernel a measured run's environment recorded (measure_train.py and
+// measure_parallel.py write "attention_backend": the SDPA backend forced, or "auto"), as
+// training.attention_kernel's value: "flash2" or "cudnn"; nothing for auto or none recorded.
+std::optional<std::string> recorded_attention_kernel(const nlohmann::json& environment);
 // The scenario a measured multi-GPU run describes: its own model, training (with the
-// framework), cluster and plan; SDPA flash attention, no dropout. Throws InputError.
+// framework), cluster and plan; fused attention with the kernels the run recorded, no
+// dropout. Throws InputError.
 Scenario measured_run_scenario(const nlohmann::json& run);
 
 // All cases, in a fixed order (datasets as listed above, files sorted, rows as stored).

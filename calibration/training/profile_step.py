@@ -79,16 +79,17 @@ def time_cuda(fn, reps=20, warm=3):
     return ts[len(ts) // 2]
 
 
+def sdpa_shapes():
+    """The sweep's (batch, heads, seq, head_dim): head dims 64 and 128, sequences 512-8192,
+    8-32 heads, batch 16384 / seq (measure_sdpa_backends.py times the same shapes)."""
+    return [(max(1, 16384 // s), heads, s, d) for d in (64, 128) for s in (512, 1024, 2048, 4096, 8192)
+            for heads in (8, 16, 32)]
+
+
 def sdpa_sweep():
     from torch.nn.attention import SDPBackend, sdpa_kernel
     out = []
-    shapes = []
-    for d in (64, 128):
-        for s in (512, 1024, 2048, 4096, 8192):
-            for heads in (8, 16, 32):
-                b = max(1, (16384 // s))
-                shapes.append((b, heads, s, d))
-    for (b, hh, s, d) in shapes:
+    for (b, hh, s, d) in sdpa_shapes():
         q = torch.randn(b, hh, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k = torch.randn_like(q, requires_grad=True)
         v = torch.randn_like(q, requires_grad=True)

@@ -99,6 +99,7 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
   const fs::path out = clustersim::test::temp_dir() / "clustersim-test-h100-regenerated.json";
   const std::string d = "calibration/data/h100-sxm5-80gb/";
   const auto r = run("calibrate fit " + d + "microbench-duty-2026-11-27.json --attention " + d + "sdpa-flash-2026-11-26.json" +
+                     " --attention " + d + "sdpa-cudnn-2026-11-27.json" +
                      " --eager " + d + "eager-kernels-2026-11-26.json --host " + d + "host-dispatch-2026-11-26.json --dtensor-bias " + d + "dtensor-bias-2026-11-27.json" +
                      " --dtensor-optimizer " + d + "dtensor-host-2026-11-27/dtensor-params-run1.json --dtensor-optimizer " + d +
                      "dtensor-host-2026-11-27/dtensor-params-run2.json --dtensor-optimizer " + d +
