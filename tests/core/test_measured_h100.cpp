@@ -46,3 +46,38 @@ TEST_CASE("H100 training steps: median step-time and peak-memory error <= 10%", 
   CHECK(mt <= 0.10);
   CHECK(mm <= 0.10);
 }
+
+TEST_CASE("H100 training steps with SDPA's own attention kernels (cuDNN) and with flash forced, 2k and 8k tokens",
+          "[accuracy][measured][attention]") {
+  // calibration/data/h100-sxm5-80gb/measured-runs-attention-2026-11-27.json
+  // (calibration/training/run_attention_kernels.sh): the same models with SDPA left to its
+  // choice (torch 2.11 on an H100: cuDNN, ScaledDotProductCudnnAttentionBackward0) and with
+  // its flash backend forced. Each is predicted with the kernels it ran (the scenario's
+  // attention_kernel: auto for the first, flash2 for the second) and, beside it, with the
+  // other curve, the error a model with one attention curve would make.
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const auto runs = read_json_file(root + "/calibration/data/h100-sxm5-80gb/measured-runs-attention-2026-11-27.json");
+  std::printf("\n%-32s %-7s %9s %10s %7s | %-12s %7s\n", "run", "kernels", "step ms", "predicted", "error",
+              "other curve", "error");
+  std::vector<double> err;
+  for (const auto& run : runs.at("runs")) {
+    const std::string name = run.at("name");
+    Scenario s = load_scenario(root + "/data/scenarios/measured-h100/" + name + ".json");
+    const double step = run.at("measured").at("step_time_s").get<double>();
+    const bool forced_flash = run.at("environment").at("attention_backend") == "flash";
+    CHECK(s.training.attention_kernel == (forced_flash ? AttentionKernelChoice::flash2 : AttentionKernelChoice::automatic));
+    const double own = make_estimator(s).estimate(s.plan).iteration_time;
+    s.training.attention_kernel = forced_flash ? AttentionKernelChoice::cudnn : AttentionKernelChoice::flash2;
+    const double other = make_estimator(s).estimate(s.plan).iteration_time;
+    const double e = own / step - 1, eo = other / step - 1;
+    std::printf("%-32s %-7s %9.1f %10.1f %+6.1f%% | %-12.1f %+6.1f%%\n", name.c_str(), forced_flash ? "flash2" : "cudnn",
+                1e3 * step, 1e3 * own, 100 * e, 1e3 * other, 100 * eo);
+    err.push_back(std::fabs(e));
+    // At 8,192 tokens the two curves are 12-16 % apart on the whole step.
+    if (s.model.seq_len == 8192) CHECK(std::fabs(eo) > 0.08);
+  }
+  std::sort(err.begin(), err.end());
+  std::printf("with the kernels each run ran: max |error| %.1f%% over %zu runs\n", 100 * err.back(), err.size());
+  CHECK(err.size() == 6);
+  CHECK(err.back() <= 0.05);
+}
