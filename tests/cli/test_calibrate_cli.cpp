@@ -28,7 +28,8 @@ nlohmann::json without_sources(nlohmann::json p) {
 
 TEST_CASE("calibrate import stores samples once, fit --db equals fit from the files", "[cli][calibration]") {
   const std::string data = std::string(CLUSTERSIM_SOURCE_DIR) + "/calibration/data/h100-sxm5-80gb/";
-  const std::string files = data + "microbench-2026-11-26.json --attention " + data + "sdpa-flash-2026-11-26.json";
+  const std::string files = data + "microbench-2026-11-26.json --attention " + data + "sdpa-flash-2026-11-26.json" +
+                            " --attention " + data + "sdpa-cudnn-2026-11-27.json";
   const fs::path dir = clustersim::test::temp_dir() / "clustersim-calibrate-test";
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -36,16 +37,18 @@ TEST_CASE("calibrate import stores samples once, fit --db equals fit from the fi
   std::string out;
   REQUIRE(run("calibrate import " + files + " --profile h100-sxm5-80gb --db " + db, &out) == 0);
   INFO(out);
-  // 385 GEMMs + 99 memory-bound kernels + 1 launch gap + 30 attention shapes.
-  CHECK_THAT(out, Catch::Contains("stored 515 calibration samples") && Catch::Contains("0 already there"));
+  // 385 GEMMs + 99 memory-bound kernels + 1 launch gap + 30 FlashAttention-2 and 34 cuDNN
+  // attention shapes.
+  CHECK_THAT(out, Catch::Contains("stored 549 calibration samples") && Catch::Contains("0 already there"));
   REQUIRE(run("calibrate import " + files + " --profile h100-sxm5-80gb --db " + db, &out) == 0);
-  CHECK_THAT(out, Catch::Contains("stored 0 calibration samples") && Catch::Contains("515 already there"));
+  CHECK_THAT(out, Catch::Contains("stored 0 calibration samples") && Catch::Contains("549 already there"));
 
   const std::string a = (dir / "from-files.json").string(), b = (dir / "from-db.json").string();
   REQUIRE(run("calibrate fit " + files + " --name x --out " + a, &out) == 0);
   REQUIRE(run("calibrate fit --db " + db + " --hardware h100-sxm5-80gb --name x --out " + b, &out) == 0);
   const auto pa = nlohmann::json::parse(std::ifstream(a)), pb = nlohmann::json::parse(std::ifstream(b));
   CHECK(without_sources(pa).dump() == without_sources(pb).dump());
+  CHECK(pb.at("calibration").contains("attention_cudnn"));
 
   CHECK(run("calibrate fit --db " + db + " --hardware a100-sxm4-80gb", &out) == 1);
   CHECK_THAT(out, Catch::Contains("no complete microbenchmark samples"));
