@@ -107,6 +107,13 @@ run dtp2-gpt-1.3b-s2048-mb4        2 150 dtp  $GPT13 --seq-len 2048 --micro-batc
 run dtp2-llama-1.1b-s2048-mb4      2 150 dtp  $LLAMA11 --seq-len 2048 --micro-batch 4
 run pp2-gpt-1.3b-s2048-mb2-m8      2 150 pp   $GPT13 --seq-len 2048 --micro-batch 2 --micro-batches 8
 run pp2-llama-1.1b-s2048-mb4-m4    2 150 pp   $LLAMA11 --seq-len 2048 --micro-batch 4 --micro-batches 4
+# ---- 2 GPUs, 8,192 tokens, SDPA left to its own kernels (cuDNN's on an H100 with torch 2.11;
+#      the runs above force flash): the cuDNN attention curve under DDP, FSDP and tensor
+#      parallelism (calibration/README.md, "Fused attention") ----
+run ddp2-gpt-1.3b-s8192-mb1        2 120 ddp  $GPT13 --seq-len 8192 --micro-batch 1
+run ddp2-gpt-1.3b-s8192-mb1-sdpa-auto 2 120 ddp $GPT13 --seq-len 8192 --micro-batch 1 --attention auto
+run fsdp2-llama-1.1b-s8192-mb1-bf16-sdpa-auto 2 150 fsdp $LLAMA11 --seq-len 8192 --micro-batch 1 --fsdp-mp bf16 --fsdp-reduce-dtype fp32 --attention auto
+run tp2-gpt-1.3b-s8192-mb1-sdpa-auto 2 120 tp $GPT13 --seq-len 8192 --micro-batch 1 --attention auto
 
 python3 - "$combined" "$rundir" "${names[@]}" <<'PY'
 import glob, json, os, sys
