@@ -260,6 +260,12 @@ void read_eager_kernels(const std::string& file, Microbenchmarks& into) {
 }
 
 namespace {
+// The causal work of one attention sample (half the score matrix), forward or backward
+// (2.5x: the backward recomputes the scores).
+double attention_work(const AttentionSample& s, bool bwd) {
+  return (bwd ? 2.5 : 1.0) * 4.0 * double(s.batch_heads) * double(s.seq) * double(s.seq) * double(s.head_dim) * 0.5;
+}
+
 // One kernel library's fused-attention curve from its samples (every `holdout_every`-th
 // held back): max and s_half by least squares in log time over a grid of s_half, then the
 // measured / parametric ratio at each training shape.
@@ -267,9 +273,7 @@ AttentionCalibration fit_attention(const std::vector<AttentionSample>& samples, 
                                    int holdout_every) {
   AttentionCalibration a;
   a.source = file;
-  const auto work = [](const AttentionSample& s, bool bwd) {
-    return (bwd ? 2.5 : 1.0) * 4.0 * double(s.batch_heads) * double(s.seq) * double(s.seq) * double(s.head_dim) * 0.5;
-  };
+  const auto work = attention_work;
   const auto measured = [](const AttentionSample& s, bool bwd) { return bwd ? s.backward : s.forward; };
   std::vector<std::size_t> train;
   for (std::size_t i = 0; i < samples.size(); ++i)
@@ -458,9 +462,9 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
       for (std::size_t i = 0; i < data.attention[k].size(); ++i) {
         if (!held_back(i, options.holdout_every)) continue;
         const auto& s = data.attention[k][i];
-        const double work = 4.0 * double(s.batch_heads) * double(s.seq) * double(s.seq) * double(s.head_dim) * 0.5;
-        kf.push_back(std::fabs(work / (q.peak(DType::bf16) * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, false)) - s.forward) / s.forward);
-        kb.push_back(std::fabs(2.5 * work / (q.peak(DType::bf16) * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, true)) - s.backward) / s.backward);
+        const double peak = q.peak(DType::bf16);
+        kf.push_back(std::fabs(attention_work(s, false) / (peak * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, false)) - s.forward) / s.forward);
+        kb.push_back(std::fabs(attention_work(s, true) / (peak * km.attention_efficiency(s.batch_heads, s.seq, s.head_dim, true)) - s.backward) / s.backward);
       }
       rep.attention_forward_held_back[k] = stats(kf);
       rep.attention_backward_held_back[k] = stats(kb);

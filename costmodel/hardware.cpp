@@ -216,10 +216,9 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   p.status = r.choice("status", {"datasheet", "transferred", "calibrated"}).value_or("datasheet");
   p.sms = static_cast<int>(r.integer("sms", 1, 100000).value_or(1));
   if (const auto cc = r.string("compute_capability", false)) {
-    const bool ok = cc->size() >= 3 && std::isdigit(static_cast<unsigned char>((*cc)[0])) &&
-                    cc->find('.') != std::string::npos &&
-                    std::all_of(cc->begin(), cc->end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
-                    std::count(cc->begin(), cc->end(), '.') == 1 && cc->back() != '.';
+    // Digits, one dot, digits ("9.0", "10.0").
+    const bool ok = std::all_of(cc->begin(), cc->end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
+                    std::count(cc->begin(), cc->end(), '.') == 1 && cc->front() != '.' && cc->back() != '.';
     if (ok) p.compute_capability = *cc;
     else diag.error(r.path("compute_capability"), "expected a compute capability such as \"9.0\", got \"" + *cc + "\"");
   }
