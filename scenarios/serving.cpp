@@ -305,13 +305,15 @@ void read_attention_path(const nlohmann::json& j, const std::string& base, Engin
     return;
   }
   const auto& o = j["sdpa"];
-  double heads = 0, hd = 0, tile = 0;
+  double heads = 0, hd = 0, rows = 0, ctas = 0;
   number(o, sp, "heads", 1, 1 << 16, heads);
   number(o, sp, "head_dim", 1, 1 << 16, hd);
-  number(o, sp, "query_tile", 1, 1 << 16, tile);
+  number(o, sp, "query_rows_per_cta", 1, 1 << 16, rows);
+  number(o, sp, "resident_ctas", 1, 1 << 20, ctas);
   a.heads = std::int64_t(heads);
   a.head_dim = std::int64_t(hd);
-  a.query_tile = std::int64_t(tile);
+  a.query_rows_per_cta = std::int64_t(rows);
+  a.resident_ctas = std::int64_t(ctas);
   if (!o.contains("points") || !o["points"].is_array() || o["points"].empty()) {
     diag.error(sp + "/points", "expected a non-empty array of [q, kv, seconds]");
     return;
@@ -486,7 +488,12 @@ nlohmann::json to_json(const ServingScenario& s) {
       j["engine"]["host_calibration"]["attention_path"] = {
           {"graph_build_s", a.graph_build},
           {"repeat_kv_copy_Bps", a.repeat_kv_copy_rate},
-          {"sdpa", {{"heads", a.heads}, {"head_dim", a.head_dim}, {"query_tile", a.query_tile}, {"points", points}}}};
+          {"sdpa",
+           {{"heads", a.heads},
+            {"head_dim", a.head_dim},
+            {"query_rows_per_cta", a.query_rows_per_cta},
+            {"resident_ctas", a.resident_ctas},
+            {"points", points}}}};
     }
   }
   j["pool"] = pool(s.pool);

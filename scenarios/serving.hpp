@@ -56,8 +56,11 @@ struct EngineAttentionPath {
     Seconds time = 0;
   };
   bool enabled = false;
-  std::int64_t heads = 0, head_dim = 0, query_tile = 64;  // the measured kernel's shape
-  std::vector<Point> sdpa;                                // sorted by q, then kv
+  std::int64_t heads = 0, head_dim = 0;  // the measured kernel's shape
+  // Its work decomposition: one unit = query_rows_per_cta queries of one head, run in waves
+  // of resident_ctas (a persistent kernel: one CTA per SM).
+  std::int64_t query_rows_per_cta = 128, resident_ctas = 132;
+  std::vector<Point> sdpa;  // sorted by q, then kv
   double repeat_kv_copy_rate = 0;                         // bytes/s, bytes read + written
   Seconds graph_build = 0;
 };

@@ -63,41 +63,60 @@ std::uint64_t mix64(std::uint64_t x) {
 LaunchResidualDraw::LaunchResidualDraw(const ResidualQuantiles& q, std::uint64_t seed, std::uint64_t replica)
     : q_(q), g_(mix64(mix64(seed) ^ replica)) {}
 
-EngineSdpaTable::EngineSdpaTable(const EngineAttentionPath& a) : tile_(std::max<i64>(1, a.query_tile)) {
+EngineSdpaTable::EngineSdpaTable(const EngineAttentionPath& a)
+    : heads_(std::max<i64>(1, a.heads)),
+      rows_(std::max<i64>(1, a.query_rows_per_cta)),
+      resident_(std::max<i64>(1, a.resident_ctas)) {
   for (const auto& p : a.sdpa) {
-    const double ctas = double((p.q + tile_ - 1) / tile_) * double(a.heads);
-    if (rows_.empty() || rows_.back().ctas != ctas) rows_.push_back({ctas, {}});
-    Row& r = rows_.back();
-    // Two measured query counts with the same CTA count (16 and 64 queries in one tile):
-    // the larger fills its tile, keep it.
-    auto it = std::find_if(r.kv_time.begin(), r.kv_time.end(), [&](const auto& x) { return x.first == p.kv; });
-    if (it != r.kv_time.end()) it->second = p.time;
-    else r.kv_time.push_back({p.kv, p.time});
+    auto it = std::find_if(columns_.begin(), columns_.end(), [&](const Column& c) { return c.kv == p.kv; });
+    if (it == columns_.end()) {
+      columns_.push_back({p.kv, {}});
+      it = columns_.end() - 1;
+    }
+    it->q_time.push_back({p.q, p.time});
   }
-  for (auto& r : rows_) std::sort(r.kv_time.begin(), r.kv_time.end());
+  std::sort(columns_.begin(), columns_.end(), [](const Column& x, const Column& y) { return x.kv < y.kv; });
+  for (auto& c : columns_) std::sort(c.q_time.begin(), c.q_time.end());
 }
 
-Seconds EngineSdpaTable::at_row(const Row& r, double kv) const {
-  const auto& v = r.kv_time;
-  if (kv <= v.front().first) return v.front().second * kv / v.front().first;
-  if (kv >= v.back().first) return v.back().second * kv / v.back().first;
-  std::size_t j = 1;
-  while (v[j].first < kv) ++j;
-  const double f = (kv - v[j - 1].first) / (v[j].first - v[j - 1].first);
-  return v[j - 1].second + f * (v[j].second - v[j - 1].second);
+i64 EngineSdpaTable::waves(i64 heads, i64 q) const {
+  const i64 units = (q + rows_ - 1) / rows_ * heads;
+  return std::max<i64>(1, (units + resident_ - 1) / resident_);
+}
+
+Seconds EngineSdpaTable::at_column(const Column& c, i64 q) const {
+  const i64 w = waves(heads_, q);
+  // The measured points of q's wave count on either side of it (per-wave time).
+  const std::pair<i64, Seconds>*lo = nullptr, *hi = nullptr;
+  for (const auto& p : c.q_time) {
+    if (waves(heads_, p.first) != w) continue;
+    if (p.first <= q) lo = &p;
+    if (p.first >= q && !hi) hi = &p;
+  }
+  const auto per_wave = [&](const std::pair<i64, Seconds>& p) { return p.second / double(waves(heads_, p.first)); };
+  if (!lo && !hi) {
+    // No point of this wave count: the nearest point's time per wave.
+    const auto& n = *std::min_element(c.q_time.begin(), c.q_time.end(), [&](const auto& x, const auto& y) {
+      return std::llabs(x.first - q) < std::llabs(y.first - q);
+    });
+    return per_wave(n) * double(w);
+  }
+  if (!lo || !hi || lo->first == hi->first) return per_wave(lo ? *lo : *hi) * double(w);
+  const double f = double(q - lo->first) / double(hi->first - lo->first);
+  return (per_wave(*lo) + f * (per_wave(*hi) - per_wave(*lo))) * double(w);
 }
 
 Seconds EngineSdpaTable::time(i64 heads, i64 q, double kv) const {
-  if (rows_.empty() || q <= 0 || kv <= 0) return 0;
-  const double ctas = double((q + tile_ - 1) / tile_) * double(heads);
-  if (ctas <= rows_.front().ctas) return at_row(rows_.front(), kv);
-  // Beyond the largest measured count the kernel only runs more waves: time grows with CTAs.
-  if (ctas >= rows_.back().ctas) return at_row(rows_.back(), kv) * ctas / rows_.back().ctas;
-  std::size_t i = 1;
-  while (rows_[i].ctas < ctas) ++i;
-  const double f = std::log(ctas / rows_[i - 1].ctas) / std::log(rows_[i].ctas / rows_[i - 1].ctas);
-  const Seconds lo = at_row(rows_[i - 1], kv), hi = at_row(rows_[i], kv);
-  return std::exp(std::log(lo) + f * (std::log(hi) - std::log(lo)));
+  if (columns_.empty() || q <= 0 || kv <= 0) return 0;
+  // Another head count (tensor parallelism): the same query rows x heads at the table's.
+  if (heads != heads_) q = std::max<i64>(1, static_cast<i64>(std::llround(double(q) * double(heads) / double(heads_))));
+  if (kv <= columns_.front().kv) return at_column(columns_.front(), q) * kv / columns_.front().kv;
+  if (kv >= columns_.back().kv) return at_column(columns_.back(), q) * kv / columns_.back().kv;
+  std::size_t j = 1;
+  while (columns_[j].kv < kv) ++j;
+  const double f = (kv - columns_[j - 1].kv) / (columns_[j].kv - columns_[j - 1].kv);
+  const Seconds a = at_column(columns_[j - 1], q), b = at_column(columns_[j], q);
+  return a + f * (b - a);
 }
 
 i64 BatchShape::tokens() const {

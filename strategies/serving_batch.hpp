@@ -95,23 +95,28 @@ struct KvCapacity {
   bool fits() const { return blocks > 0; }
 };
 
-// The measured masked SDPA of transformers' paged|sdpa (cuDNN's flash fprop: one CTA per
-// query tile and head, no split over the keys, so a wave of CTAs streams every key): time
-// interpolated between the measured points, by CTA count (query tiles x heads, log-linear)
-// and key count (linear; proportional beyond the measured range, as each CTA's time is).
+// The measured masked SDPA of transformers' paged|sdpa: cuDNN's sm90 flash fprop, a
+// persistent kernel (one CTA per SM) whose unit of work is query_rows_per_cta queries of one
+// head streaming every key; the units run in waves of resident_ctas, so the time steps with
+// waves = ceil(ceil(q / rows) x heads / resident) (calibration/serving/engine_attention_path.py).
+// Between measured points, at each measured key count, the time per wave is interpolated
+// linearly in q among the points of the same wave count (the partial last tile and the units
+// of a partial wave change it smoothly; a new wave adds a whole wave's time); across key counts
+// linearly, and proportionally beyond the measured range (every unit streams all the keys).
 class EngineSdpaTable {
  public:
   explicit EngineSdpaTable(const EngineAttentionPath& a);
   Seconds time(std::int64_t heads, std::int64_t q, double kv) const;
+  std::int64_t waves(std::int64_t heads, std::int64_t q) const;
 
  private:
-  struct Row {
-    double ctas = 0;
-    std::vector<std::pair<double, Seconds>> kv_time;  // sorted by kv
+  struct Column {
+    double kv = 0;
+    std::vector<std::pair<std::int64_t, Seconds>> q_time;  // sorted by q
   };
-  Seconds at_row(const Row& r, double kv) const;
-  std::int64_t tile_ = 64;
-  std::vector<Row> rows_;  // sorted by CTA count
+  Seconds at_column(const Column& c, std::int64_t q) const;
+  std::int64_t heads_ = 32, rows_ = 128, resident_ = 132;
+  std::vector<Column> columns_;  // sorted by kv
 };
 
 // The inverse CDF of a measured residual distribution at u in [0, 1]: linear between the

@@ -201,31 +201,41 @@ TEST_CASE("serving batch: measured H100 iteration times (transformers eager), me
   CHECK(med <= 0.15);
 }
 
-TEST_CASE("serving batch: the measured engine SDPA table interpolates by CTA count and key count", "[serving]") {
-  // Two measured rows of 32 heads: 64 queries (1 tile -> 32 CTAs) and 256 queries (4 tiles
-  // -> 128 CTAs), each at 4096 and 16384 keys.
+TEST_CASE("serving batch: the measured engine SDPA table steps with the kernel's waves", "[serving]") {
+  // 32 heads, units of 128 queries of one head, 132 resident CTAs: q <= 512 is 1 wave
+  // (4 x 32 = 128 units), 513..1024 is 2 (160..256 units), 2112 is 5 (17 x 32 = 544 units).
   EngineAttentionPath a;
   a.enabled = true;
   a.heads = 32;
-  a.head_dim = 64;
-  a.query_tile = 64;
-  a.sdpa = {{16, 4096, 0.5e-4}, {64, 4096, 1e-4}, {64, 16384, 3e-4}, {256, 4096, 2e-4}, {256, 16384, 8e-4}};
+  a.head_dim = 128;
+  a.query_rows_per_cta = 128;
+  a.resident_ctas = 132;
+  a.sdpa = {{64, 4096, 0.8e-3}, {512, 4096, 1e-3},   {513, 4096, 2e-3},
+            {1024, 4096, 2.2e-3}, {512, 16384, 4e-3}, {1024, 16384, 8e-3}};
   const EngineSdpaTable t(a);
-  // At a measured point: its time (16 and 64 queries share one tile: the 64-query row).
-  CHECK(t.time(32, 64, 4096) == Approx(1e-4));
-  CHECK(t.time(32, 20, 4096) == Approx(1e-4));
-  CHECK(t.time(32, 256, 16384) == Approx(8e-4));
-  // Linear in the keys between measured counts: halfway 4096..16384 at 64 queries.
-  CHECK(t.time(32, 64, 10240) == Approx(2e-4));
-  // Log-linear in CTAs: 128 queries = 64 CTAs, halfway (in log) between 32 and 128:
-  // sqrt(1e-4 * 2e-4) at 4096 keys.
-  const double mid = std::sqrt(1e-4 * 2e-4);
-  std::printf("128 queries x 4096 keys: expected %.4g s, table %.4g s\n", mid, t.time(32, 128, 4096));
-  CHECK(t.time(32, 128, 4096) == Approx(mid));
-  // Beyond the measured ranges: proportional to the keys (one CTA streams them all) and to
-  // the CTAs (more waves).
-  CHECK(t.time(32, 64, 32768) == Approx(6e-4));
-  CHECK(t.time(32, 512, 16384) == Approx(1.6e-3));
-  // Fewer heads per GPU (tp 2): the same CTA count as half the queries at 32 heads.
-  CHECK(t.time(16, 512, 16384) == Approx(t.time(32, 256, 16384)));
+  CHECK(t.waves(32, 512) == 1);
+  CHECK(t.waves(32, 513) == 2);
+  CHECK(t.waves(32, 2048) == 4);
+  CHECK(t.waves(32, 2112) == 5);
+  // At a measured point: its time.
+  CHECK(t.time(32, 513, 4096) == Approx(2e-3));
+  CHECK(t.time(32, 1024, 16384) == Approx(8e-3));
+  // Within one wave count: the time per wave linear in q. q = 768 is 2 waves, between 513
+  // (1.0 ms a wave) and 1024 (1.1 ms a wave).
+  const double f = (768.0 - 513.0) / (1024.0 - 513.0), mid = 2 * (1e-3 + f * (1.1e-3 - 1e-3));
+  std::printf("768 queries x 4096 keys: expected %.4g s (2 waves), table %.4g s\n", mid, t.time(32, 768, 4096));
+  CHECK(t.time(32, 768, 4096) == Approx(mid));
+  // Not across a wave step: q = 300 (1 wave) lies between 64 and 512, not 512 and 513.
+  const double one = 0.8e-3 + (300.0 - 64.0) / (512.0 - 64.0) * (1e-3 - 0.8e-3);
+  CHECK(t.time(32, 300, 4096) == Approx(one));
+  // A wave count with no measured point: the nearest point's time per wave, times the waves
+  // (2112 queries: 5 waves of 1024's 1.1 ms).
+  CHECK(t.time(32, 2112, 4096) == Approx(5 * 1.1e-3));
+  // Linear in the keys between measured counts; proportional beyond them.
+  CHECK(t.time(32, 512, 10240) == Approx(2.5e-3));
+  CHECK(t.time(32, 512, 32768) == Approx(8e-3));
+  CHECK(t.time(32, 512, 2048) == Approx(0.5e-3));
+  // Fewer heads per GPU (tp 2): the same query rows x heads at the table's 32 heads.
+  CHECK(t.time(16, 1024, 16384) == Approx(t.time(32, 512, 16384)));
 }
+

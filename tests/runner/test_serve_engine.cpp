@@ -196,6 +196,11 @@ TEST_CASE("serve: the engine's GPU time per iteration against its profiled kerne
               100 * median, 100 * errors.back(), errors.size(), 100 * attn_median);
   CHECK(median <= 0.10);
   CHECK(attn_median <= 0.10);
+  // Reached 2026-11-27 with the SDPA's waves (measure_sdpa_waves.py): max 7.8 % (8B, 8,192
+  // prefill tokens over 12.7k keys); interpolating by CTA count instead gave 19.7 % (1B, 67
+  // decodes: a second, nearly empty 64-query tile charged as a full one) and -8.6 % at the
+  // 8B's 2,183 queries (5 waves of work units, not 4.2).
+  CHECK(errors.back() <= 0.10);
 }
 
 namespace {
