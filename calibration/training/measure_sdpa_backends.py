@@ -34,16 +34,16 @@ from profile_step import sdpa_shapes, time_cuda  # noqa: E402  the sweep's shape
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 
 
-def time_back_to_back(fn, calls=20, rounds=5, warm=3):
+def time_back_to_back(fn, calls=20, rounds=5, warm=3, spin_cycles=2_000_000):
     """Back to back: `calls` calls between two events, the host enqueueing ahead of the GPU
-    as in a training step (a long kernel queued first lets the host get ahead); median over
-    `rounds` of the time per call."""
+    as in a training step (a long kernel queued first lets the host get ahead: spin_cycles
+    of GPU spin, 2e6 about 1 ms); median over `rounds` of the time per call."""
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
     ts = []
     for _ in range(rounds):
-        torch.cuda._sleep(2_000_000)  # about 1 ms of GPU spin: the host queues the calls behind it
+        torch.cuda._sleep(spin_cycles)  # GPU spin: the host queues the calls behind it
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         for _ in range(calls):
