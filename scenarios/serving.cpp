@@ -444,6 +444,29 @@ void read_engine_host_cost(EngineHostCost& h) {
   }
   if (m.contains("launch_residual"))
     read_residual_quantiles(m["launch_residual"], "/models/" + h.model + "/launch_residual", h.launch_residual, diag);
+  if (m.contains("gpu_bound_probe")) {
+    const std::string base = "/models/" + h.model + "/gpu_bound_probe/rows";
+    const auto& g = m["gpu_bound_probe"];
+    if (!g.is_object() || !g.contains("rows") || !g["rows"].is_array()) {
+      diag.error(base, "expected an array of [decodes, kv_read, launch_plus_wait_s]");
+    } else {
+      for (std::size_t i = 0; i < g["rows"].size(); ++i) {
+        const auto& row = g["rows"][i];
+        const std::string path = base + "/" + std::to_string(i);
+        if (!row.is_array() || row.size() != 3 || !row[0].is_number() || !row[1].is_number() || !row[2].is_number()) {
+          diag.error(path, fmt::format("expected [decodes, kv_read, launch_plus_wait_s], got {}", row.dump()));
+          continue;
+        }
+        const double n = row[0].get<double>(), kv = row[1].get<double>(), t = row[2].get<double>();
+        if (!(n >= 1 && n <= 1e6 && n == std::floor(n) && kv >= 0 && kv <= 1e9 && t > 0 && t < 10)) {
+          diag.error(path, fmt::format("expected a whole number of decodes >= 1, kv_read >= 0 and 0 < seconds < 10, "
+                                       "got {}", row.dump()));
+          continue;
+        }
+        h.gpu_bound.push_back({std::int64_t(n), kv, t});
+      }
+    }
+  }
   if (m.contains("attention_path")) read_attention_path(m["attention_path"], "/models/" + h.model + "/attention_path",
                                                         h.attention, diag);
   diag.throw_if_errors();
@@ -482,6 +505,11 @@ nlohmann::json to_json(const ServingScenario& s) {
       j["engine"]["host_calibration"]["built_graph_launch_saving_s"] = s.engine.host.built_graph_saving;
     if (const auto& q = s.engine.host.launch_residual; !q.empty())
       j["engine"]["host_calibration"]["launch_residual"] = {{"probabilities", q.probability}, {"quantiles_s", q.value}};
+    if (!s.engine.host.gpu_bound.empty()) {
+      json rows = json::array();
+      for (const auto& g : s.engine.host.gpu_bound) rows.push_back(json::array({g.decodes, g.kv, g.launch_and_wait}));
+      j["engine"]["host_calibration"]["gpu_bound_probe"] = {{"rows", rows}};
+    }
     if (const auto& a = s.engine.host.attention; a.enabled) {
       json points = json::array();
       for (const auto& p : a.sdpa) points.push_back(json::array({p.q, p.kv, p.time}));

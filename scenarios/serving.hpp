@@ -86,6 +86,15 @@ struct EngineHostCost {
   // Drawn once per iteration and added to the launch (BatchTimeModel::time), when the file
   // has it; a file without it keeps the launch at its fitted mean.
   ResidualQuantiles launch_residual;
+  // The fit runs' decode iterations at a new shape that the host waited on the GPU for
+  // (gpu_bound_probe): their batch and measured launch + wait. BatchTimeModel reads from them
+  // how long the GPU idles while cuDNN builds a graph; without them, the profiled build.
+  struct GpuBoundIteration {
+    std::int64_t decodes = 0;
+    double kv = 0;
+    Seconds launch_and_wait = 0;
+  };
+  std::vector<GpuBoundIteration> gpu_bound;
 };
 
 struct EngineSpec {

@@ -146,6 +146,42 @@ BatchTimeModel::BatchTimeModel(const ModelSpec& model, const ClusterModel& clust
   for (int b : {0, 2})
     for (const Op& op : unit_.blocks[b].ops)
       if (token_wise(op)) kernels_outside_ += op_kernels(op).forward;
+  // A median needs iterations to stand on: with fewer than kMinGpuBoundIterations the fit runs
+  // do not show the stall (one process's probe had 1; the others 19-176) and the profiled
+  // build stands in.
+  constexpr std::size_t kMinGpuBoundIterations = 10;
+  graph_stall_ = engine_.host.attention.graph_build;
+  if (sdpa_table_ && engine_.host.gpu_bound.size() >= kMinGpuBoundIterations) graph_stall_ = measured_graph_stall();
+}
+
+// The GPU's idle time while the host builds a new shape's cuDNN graph, as the engine process's
+// own fit runs show it: in a decode iteration at a new shape that the host waited on the GPU
+// for, the launch + wait is the time before the GPU could run the layers after the build plus
+// their GPU time, so launch + wait - the modelled GPU time is that idle time (the build, plus the
+// launches before the first SDPA call, less the GPU work queued before it). The median over the
+// process's such iterations (fit_engine_host.py's gpu_bound_probe); measured without a profiler,
+// under load, unlike graph_build_s. The samples were taken on one GPU: they are timed by a
+// one-GPU model of the same engine.
+Seconds BatchTimeModel::measured_graph_stall() const {
+  std::optional<BatchTimeModel> one;
+  if (tp_ != 1 || pp_ != 1) {
+    EngineSpec e = engine_;
+    e.host.gpu_bound.clear();
+    one.emplace(model_, cluster_, e, 1, 1);
+  }
+  const BatchTimeModel& m = one ? *one : *this;
+  std::vector<double> idle;
+  for (const auto& g : engine_.host.gpu_bound) {
+    BatchShape b;
+    b.decodes = g.decodes;
+    b.decode_context = g.kv;
+    b.sampled = g.decodes;
+    idle.push_back(g.launch_and_wait - m.time(b).gpu);
+  }
+  std::sort(idle.begin(), idle.end());
+  const std::size_t n = idle.size();
+  const double median = n % 2 ? idle[n / 2] : 0.5 * (idle[n / 2 - 1] + idle[n / 2]);
+  return std::max(0.0, median);
 }
 
 BatchTimeModel::Dense BatchTimeModel::compute_layer_dense(i64 tokens) const {
@@ -357,8 +393,8 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
       // The first layer's SDPA call builds cuDNN's graph for this (Q, KV_total) shape on the
       // host (the calibrated launch time includes it: the fitted iterations all paid it)
       // while the GPU has only the first layer's projections queued: the GPU work cannot
-      // overlap it.
-      stall = engine_.host.attention.graph_build;
+      // overlap it (the GPU's idle time, measured_graph_stall).
+      stall = graph_stall_;
       // A shape built before in this process is a lookup: the GPU does not wait for a
       // build, and the launch is shorter by what the engine's exact repeats of a lone
       // request measured (its fast-mode iterations: 12-15 ms of launch for the 1B against

@@ -200,6 +200,7 @@ class BatchTimeModel {
   Seconds packed_attention_layer(const BatchShape& b, double kv_token, double q_token, double read_token) const;
   Seconds measured_packed_attention_layer(double q, double kv_total, double kv_token, double q_token,
                                           double read_token) const;
+  Seconds measured_graph_stall() const;
 
   ModelSpec model_;
   ClusterModel cluster_;
@@ -212,6 +213,8 @@ class BatchTimeModel {
   Group tp_group_;
   int kernels_per_layer_ = 0, kernels_outside_ = 0;  // forward launches, attention excluded
   std::optional<EngineSdpaTable> sdpa_table_;  // the measured engine's attention path
+  // How long the GPU waits while cuDNN builds a new shape's SDPA graph (measured_graph_stall).
+  Seconds graph_stall_ = 0;
   mutable std::vector<Dense> dense_cache_;
   mutable std::vector<bool> dense_known_;
 };

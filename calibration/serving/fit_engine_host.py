@@ -37,6 +37,13 @@ iteration (inverse CDF, linear between these quantiles) and adds it to the launc
 prepare_update residuals are not written: their SD is 0.2-3.3 ms against 10-34 ms for the
 launch (fit_error of the committed and the warm processes' calibrations).
 
+gpu_bound_probe: the probe's decode iterations (no prefill) in the slow mode (a new shape:
+cuDNN built its graph) whose host waited on the GPU after launching (sync_s > 2 ms): per
+iteration [decodes, KV tokens read, launch + wait]. There the launch + wait is the GPU's idle
+time during the graph build plus its work after it; the batch-time model subtracts its own GPU
+time and takes the median as the process's graph-build stall (BatchTimeModel::
+measured_graph_stall), measured under load and without a profiler.
+
 Usage: fit_engine_host.py ITERATIONS_JSON OUT_JSON
 Then engine_attention_path.py OUT_JSON adds the measured attention path to each model.
 Standard library only.
@@ -49,6 +56,7 @@ import sys
 
 TERMS = ["fixed_s", "per_request_s", "per_prefill_token_s", "per_kv_token_s"]
 FIT_KINDS = ("probe", "single0")
+GPU_WAIT_S = 0.002  # a host wait on the GPU above this: the iteration was GPU-bound
 RESIDUAL_PROBABILITIES = [round(0.02 * k, 2) for k in range(50)] + [0.99, 0.995, 1.0]
 
 
@@ -165,6 +173,14 @@ def main():
                 sets[kind][0].append(x)
                 sets[kind][1].append(c["prep_s"][i] + c["update_s"][i])
                 sets[kind][2].append(c["launch_s"][i])
+        gpu_bound = []
+        for r in runs:
+            if r["label"] != "probe":
+                continue
+            c = r["columns"]
+            for i in range(1, len(c["t_s"])):
+                if c["n_prefill"][i] == 0 and c["sync_s"][i] > GPU_WAIT_S and c["launch_s"][i] >= threshold:
+                    gpu_bound.append([c["n_req"][i], c["kv_read"][i], c["launch_s"][i] + c["sync_s"][i]])
         xs, prep, launch = sets["fit"]
         cp, dp = fit(xs, prep)
         cl, dl = fit(xs, launch)
@@ -176,6 +192,12 @@ def main():
             "prepare_update": dict(zip(TERMS, cp)),
             "launch": dict(zip(TERMS, cl)),
             "launch_residual": residual_distribution(cl, xs, launch),
+            "gpu_bound_probe": {
+                "definition": "the probe's decode iterations at a new shape (slow mode) whose host waited on the GPU "
+                              "more than %g ms after launching: [decodes, KV tokens read, launch + wait seconds]"
+                              % (GPU_WAIT_S * 1e3),
+                "rows": gpu_bound,
+            },
             "dropped_terms": {"prepare_update": dp, "launch": dl},
             "fast_mode_threshold_launch_s": threshold,
             "iterations": {k: {"total": total[k], "fast_mode_excluded": excluded[k]} for k in total},
