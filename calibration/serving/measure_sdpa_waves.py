@@ -26,15 +26,16 @@ import datetime
 import json
 import os
 import platform
-import statistics
-import tempfile
-
 import sys
+import tempfile
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "training"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "training"))
+from measure_attention_path import timed  # noqa: E402  per-call events, median of 5 after 2 warm-ups
 from measure_sdpa_backends import time_back_to_back  # noqa: E402
 
 BF = torch.bfloat16
@@ -44,20 +45,6 @@ QS = [1, 8, 16, 32, 48, 64, 65, 80, 96, 107, 112, 128, 129, 160, 192, 256, 320, 
       4096, 4224, 5120, 6144, 8192]
 KVS = [4096, 16384, 65536, 131072]
 MODELS = (("llama-1b", 64, 5509 * 256), ("llama-8b", 128, 1501 * 256))
-
-
-def timed(fn, reps=5):
-    for _ in range(2):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e-3)
-    return statistics.median(ts)
 
 
 def kernel_resources(fn):
