@@ -13,14 +13,14 @@
 #include "scenarios/json_reader.hpp"
 
 namespace clustersim {
-namespace {
 
-// The median of v (the mean of the middle two when even); 0 for none.
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
+
+namespace {
 
 std::optional<DType> dtype_from(const std::string& s) {
   for (DType t : {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8})

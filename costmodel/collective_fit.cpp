@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "costmodel/calibration.hpp"
 #include "scenarios/json_reader.hpp"
 
 namespace clustersim {
@@ -24,11 +25,6 @@ std::optional<Collective> op_from(const std::string& s) {
 }
 
 std::string_view op_name(Collective op) { return kNcclOpNames[static_cast<std::size_t>(op)]; }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // Least squares of rows . p = 1 over the chosen columns (the others are 0), columns
 // scaled to unit norm first: seconds and seconds per byte differ by 1e10.
@@ -129,7 +125,7 @@ void fit_curve(const std::vector<const CollectiveSample*>& train, NcclLinkFit& m
   }
   model.curve.clear();
   for (const auto& [log2_bytes, implied] : bins) {
-    const double e = std::min(median(implied), 1.0);
+    const double e = std::min(median_of(implied), 1.0);
     if (e > 0) model.curve.push_back({std::ldexp(1.0, int(log2_bytes)), e});
   }
 }

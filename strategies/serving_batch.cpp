@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/calibration.hpp"
 #include "strategies/op_timing.hpp"
 #include "strategies/rules.hpp"
 
@@ -178,10 +179,7 @@ Seconds BatchTimeModel::measured_graph_stall() const {
     b.sampled = g.decodes;
     idle.push_back(g.launch_and_wait - m.time(b).gpu);
   }
-  std::sort(idle.begin(), idle.end());
-  const std::size_t n = idle.size();
-  const double median = n % 2 ? idle[n / 2] : 0.5 * (idle[n / 2 - 1] + idle[n / 2]);
-  return std::max(0.0, median);
+  return std::max(0.0, median_of(std::move(idle)));
 }
 
 BatchTimeModel::Dense BatchTimeModel::compute_layer_dense(i64 tokens) const {
