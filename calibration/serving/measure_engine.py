@@ -17,8 +17,9 @@ Per model:
            Requests are submitted by the main thread at their arrival times (add_request); the engine's own
            timestamps are recorded. With --rates 'model=r1,r2;...' the listed rates replace single, probe and
            fractions for those models (run indices start at --label-offset).
-  replay   with --replay COMMITTED_JSON: after warmup, single and probe (the inputs of this process's own host fit),
-           the committed Poisson traces (same seeds, checked against the committed requests) in the order
+  replay   with --replay COMMITTED_JSON: after warmup, single, probe and ladder (the inputs of this process's own host
+           fit; ladder: lone requests with the prompt lengths --ladder lists, one every --ladder-gap-s seconds, each
+           done before the next arrives, so that their prefills' launches are host time), the committed Poisson traces (same seeds, checked against the committed requests) in the order
            --replay-labels lists them, --passes times (labels RUN-passK): the warm ground truth of README.md.
   pressure first model only, after all models, if --pressure-blocks > 0 and time is left: one trace (at most
            --pressure-requests requests) at --pressure-fraction x capacity with a KV cache of only --pressure-blocks
@@ -524,6 +525,11 @@ def main():
     ap.add_argument("--single-prompt", type=int, default=512)
     ap.add_argument("--single-output", type=int, default=128)
     ap.add_argument("--probe", type=int, default=64)
+    ap.add_argument("--ladder", default="64,128,192,256,320,384,448,576,640,704,768",
+                    help="replay mode: prompt lengths of lone requests (output --ladder-output) after the probe, one "
+                         "every --ladder-gap-s seconds: host-bound prefills of several sizes for the host fit; '' for none")
+    ap.add_argument("--ladder-output", type=int, default=3)
+    ap.add_argument("--ladder-gap-s", type=float, default=1.0)
     ap.add_argument("--pressure-blocks", type=int, default=48)
     ap.add_argument("--pressure-fraction", type=float, default=0.5)
     ap.add_argument("--pressure-requests", type=int, default=150)
@@ -692,6 +698,12 @@ def main():
                 probe_rows = [(0.0, p, d) for _, p, d in make_trace(base + 20, 1.0, args.probe, args.prompt_range,
                                                                       args.output_range)]
                 do_run(manager, settings, name, vocab, "probe", "probe", probe_rows, base + 20)
+                # Lone prefills of several sizes, each done before the next arrives: the host fit's prefill terms
+                # from launches the GPU did not bound (the probe's burst prefills waited for the GPU).
+                ladder = [int(v) for v in args.ladder.split(",") if v.strip()]
+                if ladder:
+                    do_run(manager, settings, name, vocab, "ladder", "ladder",
+                           [(args.ladder_gap_s * k, p, args.ladder_output) for k, p in enumerate(ladder)], base + 30)
                 for k in range(1, args.passes + 1):
                     for label, meta in replay_runs(name):
                         rows = make_trace(meta["seed"], meta["rate_rps"], meta["requests"], meta["prompt_range"],
