@@ -216,7 +216,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   if (!obj) return;
   ObjectReader fr(*obj, "/training/framework", diag,
                   {"name", "bucket_cap", "gradient_as_bucket_view", "version", "param_dtype", "reduce_dtype", "sharding",
-                   "shard_size", "gradient_accumulation_fusion", "cross_entropy", "launch_blocking"});
+                   "shard_size", "gradient_accumulation_fusion", "cross_entropy", "launch_blocking", "tp_comm_overlap"});
   if (!fr.valid()) return;
   f.name = read_enum(fr, "name", framework_names, true).value_or(f.name);
   const auto only = [&](const char* key, Framework owner) {
@@ -228,6 +228,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   only("gradient_as_bucket_view", Framework::pytorch_ddp);
   only("gradient_accumulation_fusion", Framework::megatron);
   only("cross_entropy", Framework::megatron);
+  only("tp_comm_overlap", Framework::megatron);
   only("version", Framework::pytorch_fsdp);
   only("param_dtype", Framework::pytorch_fsdp);
   if (fr.has("reduce_dtype") && f.name != Framework::pytorch_fsdp && !megatron_family(f.name))
@@ -242,6 +243,7 @@ void parse_framework(ObjectReader& r, TrainingSpec& t, Diagnostics& diag) {
   f.gradient_as_bucket_view = fr.boolean("gradient_as_bucket_view", false).value_or(false);
   f.gradient_accumulation_fusion = fr.boolean("gradient_accumulation_fusion", false).value_or(true);
   f.launch_blocking = fr.boolean("launch_blocking", false).value_or(false);
+  f.tp_comm_overlap = fr.boolean("tp_comm_overlap", false).value_or(false);
   f.fsdp_version = int(fr.integer("version", 1, 2, false).value_or(1));
   f.param_dtype = read_enum(fr, "param_dtype", element_type_names, false);
   f.reduce_dtype = read_enum(fr, "reduce_dtype", element_type_names, false);
@@ -855,6 +857,7 @@ void write_json(JsonWriter& w, const Scenario& s, std::vector<JsonWriter::Member
     if ((f.name == Framework::pytorch_fsdp || megatron_family(f.name)) && f.reduce_dtype)
       w.member("reduce_dtype", to_string(*f.reduce_dtype));
     if (f.launch_blocking) w.member("launch_blocking", true);
+    if (f.tp_comm_overlap) w.member("tp_comm_overlap", true);
     w.end_object();
   }
   w.end_object();

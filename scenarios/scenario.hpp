@@ -160,6 +160,11 @@ struct FrameworkSpec {
   // kernel launch returns only when the kernel has finished, so the host's dispatch of the
   // next kernel never overlaps the GPU (strategies/rules.hpp launch_blocking_gap).
   bool launch_blocking = false;
+  // Megatron's --tp-comm-overlap ("tp_comm_overlap", megatron only): Transformer Engine's
+  // userbuffers run the sequence-parallel all-gathers and reduce-scatters beside their
+  // GEMMs (strategies/op_timing.hpp overlap_tp_comm). NeMo's and Megatron-Bridge's
+  // performance recipes set it; Megatron-LM's default is off.
+  bool tp_comm_overlap = false;
   bool hybrid() const { return name == Framework::pytorch_fsdp && sharding == FsdpSharding::hybrid; }
 };
 

@@ -63,8 +63,9 @@ void add_forward(std::vector<Segment>& prog, Work w, const Op& op, const OpTimin
 // completes the block's gradients, instead of into its backward.
 void program_block(const Block& block, bool is_layer, Recompute rc, const ShardingContext& ctx, const KernelModel& km,
                    const PrecisionRules& rules, bool mark_blocks, Seconds per_kernel, Seconds hooks, const FrameworkSpec& framework,
-                   const HostDispatch& host, std::vector<Segment>& fwd,
-                   std::vector<Segment>& bwd_block, Bytes& saved, std::vector<Segment>* wgrad_block) {
+                   const HostDispatch& host, const std::function<void(const Block&, std::vector<OpTiming>&)>& overlap,
+                   std::vector<Segment>& fwd, std::vector<Segment>& bwd_block, Bytes& saved,
+                   std::vector<Segment>* wgrad_block) {
   std::vector<OpTiming> t;
   Bytes saved_all = 0, saved_core = 0;
   double params = 0, fp8_params = 0;
@@ -73,6 +74,7 @@ void program_block(const Block& block, bool is_layer, Recompute rc, const Shardi
     params += t.back().params;
     if (fp8_cast_params(op, rules.compute, rules.weight_gemm) > 0) fp8_params += t.back().params;
   }
+  if (overlap) overlap(block, t);
   // Under ZeRO-3 each block starts a segment of its own, carrying its parameters to gather.
   if (mark_blocks) {
     fwd.push_back(Segment{Work::forward, 0, {}, 0, params, {}, 0});
@@ -157,6 +159,18 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
                                               plan_groups(est.cluster(), plan).ep.nodes())};
   ctx.cp = plan.cp;
   ctx.cp_algorithm = plan.cp_algorithm;
+  // Transformer Engine's userbuffers overlap: the same pairing and exposed times as the
+  // estimator's; an overlapped collective is replayed as its exposed time on the tp stream.
+  std::function<void(const Block&, std::vector<OpTiming>&)> overlap;
+  if (tp_comm_overlapped(s.training.framework, plan)) {
+    const Group tp_group = plan_groups(est.cluster(), plan).tp;
+    const ClusterModel& cluster = est.cluster();
+    const TpOverlapSettings settings = tp_overlap_settings(est.cluster().gpu, est.precision().weight_gemm);
+    overlap = [&cluster, &ctx, &km, tp_group, settings](const Block& b, std::vector<OpTiming>& t) {
+      overlap_tp_comm(b.ops, t, ctx, km, [&](const CommStep& c) { return tp_collective_time(cluster, tp_group, c); },
+                      settings, cluster.gpu.interference);
+    };
+  }
   const i64 ranks = gradient_ranks(plan);
   const i64 shard = shard_group_size(s.training.framework, plan, plan_groups(est.cluster(), plan).dp.per_node);
   r.shard = shard < ranks ? shard : 0;
@@ -199,7 +213,7 @@ ReplayPlan build_replay_plan(const Scenario& s, const Estimator& est, const Pred
         const Bytes before = chunk.saved;
         program_block(g.blocks[static_cast<std::size_t>(b)], is_layer, s.training.recompute, ctx, km, r.precision,
                       gradient_sync(1, 0, r.precision, plan.zero, ranks, shard).gather_per_pass > 0, per_kernel, hooks,
-                      s.training.framework, est.cluster().gpu.host, chunk.forward,
+                      s.training.framework, est.cluster().gpu.host, overlap, chunk.forward,
                       bwd_blocks.back(), chunk.saved, split_wgrad ? &wgrad_blocks.back() : nullptr);
         if (offload && is_layer) {
           Segment end{Work::forward, 0, {}, 0, 0, {}, 0};

@@ -67,18 +67,26 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
   };
   const auto comm_time = [&](const CommStep& step) -> Seconds {
     switch (step.group) {
-      case CommGroup::tp: return collective_time(cluster_, step.kind, step.bytes, groups.tp, 1.0);
+      case CommGroup::tp: return tp_collective_time(cluster_, groups.tp, step);
       case CommGroup::ep: return collective_time(cluster_, step.kind, step.bytes, groups.ep, groups.ep_share);
       case CommGroup::none: return 0.0;
     }
     return 0.0;
   };
 
+  std::vector<OpTiming> timings;
+  timings.reserve(block.ops.size());
+  for (const Op& op : block.ops) timings.push_back(time_op(op, ctx_cp, km));
+  if (tp_comm_overlapped(training_.framework, plan))
+    overlap_tp_comm(block.ops, timings, ctx_cp, km, comm_time, tp_overlap_settings(cluster_.gpu, rules_.weight_gemm), cluster_.gpu.interference);
+
   BlockCost c;
   Bytes saved_all = 0, saved_core = 0;
-  for (const Op& op : block.ops) {
-    const OpTiming o = time_op(op, ctx_cp, km);
-    const Seconds comm_f = comm_time(o.forward_comm), comm_b = comm_time(o.backward_comm);
+  for (std::size_t i = 0; i < block.ops.size(); ++i) {
+    const Op& op = block.ops[i];
+    const OpTiming& o = timings[i];
+    const Seconds comm_f = o.forward_comm.overlapped() ? o.forward_comm.exposed : comm_time(o.forward_comm),
+                  comm_b = o.backward_comm.overlapped() ? o.backward_comm.exposed : comm_time(o.backward_comm);
     const bool ep_comm = o.forward_comm.group == CommGroup::ep || o.backward_comm.group == CommGroup::ep;
     c.forward += o.forward;
     c.backward += o.backward;

@@ -1,5 +1,7 @@
 #include "strategies/op_timing.hpp"
 
+#include "strategies/rules.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -155,6 +157,75 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
     default: break;
   }
   return r;
+}
+
+bool tp_comm_overlapped(const FrameworkSpec& f, const PlanSpec& plan) {
+  return f.name == Framework::megatron && f.tp_comm_overlap && plan.tp > 1 && plan.sequence_parallel;
+}
+
+Seconds tp_collective_time(const ClusterModel& cluster, const Group& tp, const CommStep& step) {
+  return collective_time(cluster, step.kind, step.bytes, tp, 1.0);
+}
+
+TpOverlapSettings tp_overlap_settings(const GpuProfile& gpu, DType gemm) {
+  TpOverlapSettings s;
+  s.reduce_scatter_ring = gemm == DType::fp8;
+  s.sms = gpu.sms;
+  return s;
+}
+
+void overlap_tp_comm(const std::vector<Op>& ops, std::vector<OpTiming>& t, const ShardingContext& ctx, const KernelModel& km,
+                     const std::function<Seconds(const CommStep&)>& collective, const TpOverlapSettings& settings,
+                     const OverlapInterference& interference) {
+  const i64 tp = ctx.tp;
+  if (tp <= 1) return;
+  // The op's GEMMs run as `pieces` GEMMs of 1/pieces of its rows: their summed time.
+  const auto chunked = [&](const Op& op, i64 pieces) {
+    Op piece = op;
+    piece.m = std::max<i64>(1, op.m / pieces);
+    OpTiming c = time_op(piece, ctx, km);
+    c.forward *= double(pieces);
+    c.backward *= double(pieces);
+    c.weight_grad *= double(pieces);
+    return c;
+  };
+  const std::size_t n = std::min(ops.size(), t.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    OpTiming& c = t[i];
+    if (ops[i].kind == OpKind::tp_enter && c.forward_comm.active() && c.forward_comm.kind == Collective::all_gather) {
+      std::size_t j = i + 1;
+      while (j < n && ops[j].kind != OpKind::matmul && ops[j].kind != OpKind::tp_enter && ops[j].kind != OpKind::tp_exit) ++j;
+      if (j >= n || ops[j].kind != OpKind::matmul || ops[j].split != Split::column) continue;
+      const Seconds gemm = chunked(ops[j], tp).forward;
+      c.forward_comm.exposed = ring_exchange_exposed(collective(c.forward_comm), gemm, tp);
+      t[j].forward = gemm;
+      if (c.backward_comm.active() && c.backward_comm.kind == Collective::reduce_scatter)
+        c.backward_comm.exposed = overlap_exposed(t[j].weight_grad, collective(c.backward_comm), interference);
+    } else if (ops[i].kind == OpKind::tp_exit && c.forward_comm.active() &&
+               c.forward_comm.kind == Collective::reduce_scatter) {
+      std::size_t j = i;
+      while (j-- > 0 && ops[j].kind != OpKind::matmul && ops[j].kind != OpKind::tp_enter && ops[j].kind != OpKind::tp_exit) {
+      }
+      if (j >= n || ops[j].kind != OpKind::matmul || ops[j].split != Split::row) continue;
+      if (settings.reduce_scatter_ring) {
+        const Seconds gemm = chunked(ops[j], tp).forward;
+        c.forward_comm.exposed = ring_exchange_exposed(collective(c.forward_comm), gemm, tp);
+        t[j].forward = gemm;
+      } else {
+        const Seconds gemm = chunked(ops[j], settings.splits).forward;
+        const PipelinedReduceScatter p =
+            pipelined_reduce_scatter(collective(c.forward_comm), gemm, settings.splits, settings.rs_sms, settings.sms);
+        c.forward_comm.exposed = p.exposed;
+        t[j].forward = gemm + p.gemm_extra;
+      }
+      if (c.backward_comm.active() && c.backward_comm.kind == Collective::all_gather) {
+        const OpTiming pieces = chunked(ops[j], tp);
+        const Seconds dgrad = pieces.backward - pieces.weight_grad;
+        c.backward_comm.exposed = ring_exchange_exposed(collective(c.backward_comm), dgrad, tp);
+        t[j].backward = dgrad + t[j].weight_grad;
+      }
+    }
+  }
 }
 
 }  // namespace clustersim

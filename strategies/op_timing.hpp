@@ -7,10 +7,14 @@
 // op_work(). Plan-level rules (what a plan does with these per-op costs) are in rules.hpp.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "costmodel/collectives.hpp"
 #include "costmodel/graph.hpp"
+#include "costmodel/cluster.hpp"
 #include "costmodel/kernels.hpp"
+#include "scenarios/scenario.hpp"
 
 namespace clustersim {
 
@@ -76,7 +80,11 @@ struct CommStep {
   Collective kind = Collective::all_reduce;
   Bytes bytes = 0;  // per-rank buffer, as collective_time() takes it
   CommGroup group = CommGroup::none;
+  // >= 0: the collective runs beside its GEMM (overlap_tp_comm) and this is the time it still
+  // adds; < 0: it runs alone, exposed in full.
+  Seconds exposed = -1;
   bool active() const { return group != CommGroup::none; }
+  bool overlapped() const { return exposed >= 0; }
 };
 
 struct ShardingContext {
@@ -135,5 +143,43 @@ struct OpTiming : OpWork {
 };
 
 OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km);
+
+// Transformer Engine's userbuffers overlap (training.framework.tp_comm_overlap) on one
+// block's op timings `t` (time_op of `ops`, in order), with sequence parallelism: each
+// tensor-parallel collective paired with the GEMM it overlaps, as TE's defaults pair them:
+//  - the all-gather entering a column-parallel GEMM (the next matmul after the tp_enter):
+//    forward by ring exchange beside that GEMM (rules.hpp ring_exchange_exposed); its
+//    backward reduce-scatter of the input gradient "bulk" beside the GEMM's weight gradient
+//    (overlap_exposed with the GPU's measured interference: SM kernels);
+//  - the reduce-scatter leaving a row-parallel GEMM (the last matmul before the tp_exit):
+//    forward pipelined with that GEMM (pipelined_reduce_scatter: 4 splits, `rs_sms` SMs for
+//    the communication, the GEMM slowed on the rest); its backward all-gather of the output
+//    gradient by ring exchange beside the GEMM's input gradient.
+// A GEMM beside a ring exchange or a pipelined reduce-scatter runs as tp (splits) GEMMs of
+// 1/tp (1/splits) of its rows, each timed by the kernel model (smaller GEMMs fill fewer of
+// the GPU's SMs). Sets each paired CommStep's `exposed` and adds the chunked GEMM's extra
+// time, and the pipelined one's slowdown on fewer SMs, to its op's forward or backward.
+// `collective(step)`: the step's time alone over the plan's tp group. A collective without a
+// GEMM of the expected split next to it stays exposed in full.
+struct TpOverlapSettings {
+  // The forward reduce-scatters by ring exchange (the fp8 recipes: proj_fprop and fc2_fprop
+  // RingExchangeOverlapCfg) rather than pipelined (the bf16 ones: PipelineOverlapCfg).
+  bool reduce_scatter_ring = false;
+  int splits = 4;   // pipelined reduce-scatter chunks (TE's num_splits)
+  int rs_sms = 16;  // SMs the pipelined reduce-scatter takes (TE's num_sm)
+  int sms = 0;      // the GPU's SMs (0: no slowdown from the margin)
+};
+// Whether a plan's tensor-parallel collectives run overlapped: framework megatron with
+// tp_comm_overlap, tp > 1 and sequence parallelism (userbuffers overlap needs it).
+bool tp_comm_overlapped(const FrameworkSpec& f, const PlanSpec& plan);
+// The recipes' methods for this GPU and GEMM precision (NeMo / Megatron-Bridge
+// tp_overlap_configs: every fp8 configuration reduce-scatters forward by ring exchange, every
+// bf16 one pipelined on 8-32 SMs; TE's default num_sm, 16, stands for those).
+TpOverlapSettings tp_overlap_settings(const GpuProfile& gpu, DType gemm);
+// A tensor-parallel step's collective alone over the plan's tp group (`tp`: plan_groups' tp).
+Seconds tp_collective_time(const ClusterModel& cluster, const Group& tp, const CommStep& step);
+void overlap_tp_comm(const std::vector<Op>& ops, std::vector<OpTiming>& t, const ShardingContext& ctx, const KernelModel& km,
+                     const std::function<Seconds(const CommStep&)>& collective, const TpOverlapSettings& settings,
+                     const OverlapInterference& interference);
 
 }  // namespace clustersim

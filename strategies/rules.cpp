@@ -86,6 +86,22 @@ Seconds overlap_exposed(Seconds compute, Seconds comm, const OverlapInterference
   return comm + compute * fc * (1.0 - 1.0 / fn) - compute;  // the compute ends first
 }
 
+Seconds ring_exchange_exposed(Seconds collective, Seconds gemm, i64 tp) {
+  if (tp <= 1 || collective <= 0) return 0.0;
+  const Seconds step = collective / double(tp - 1), chunk = std::max(0.0, gemm) / double(tp);
+  return double(tp - 1) * std::max(0.0, step - chunk);
+}
+
+PipelinedReduceScatter pipelined_reduce_scatter(Seconds reduce_scatter, Seconds gemm, int splits, int rs_sms, int sms) {
+  PipelinedReduceScatter p;
+  if (reduce_scatter <= 0) return p;
+  splits = std::max(1, splits);
+  if (sms > 0 && rs_sms > 0 && rs_sms < sms) p.gemm_extra = std::max(0.0, gemm) * (double(sms) / double(sms - rs_sms) - 1.0);
+  const Seconds r = reduce_scatter / double(splits), g = (std::max(0.0, gemm) + p.gemm_extra) / double(splits);
+  p.exposed = r + double(splits - 1) * std::max(0.0, r - g);
+  return p;
+}
+
 Seconds zero3_gather_exposed(Seconds gather, Seconds forward, Seconds backward, const OverlapInterference& f) {
   return overlap_exposed(forward, gather, f) + overlap_exposed(backward, gather, f);
 }

@@ -137,6 +137,26 @@ OverlapSlowdown overlap_slowdown(bool comm_in_flight, bool computing, const Over
 // With factors of 1: max(0, comm - compute).
 Seconds overlap_exposed(Seconds compute, Seconds comm, const OverlapInterference& f);
 
+// Tensor-parallel communication overlapped with its GEMM (Transformer Engine's userbuffers,
+// Megatron's --tp-comm-overlap: training.framework.tp_comm_overlap; docs/tp-comm-overlap.md).
+// Ring exchange: the GEMM runs in tp chunks, chunk k on the shard that arrived at step k;
+// the tp - 1 neighbour copies (one shard each, by copy engine: no SMs taken) run back to
+// back, each next copy waiting only on the previous one, so each step exposes what its copy
+// takes beyond one chunk of the GEMM. `collective`: the whole collective's time over the tp
+// group (tp - 1 shard steps). Returns the time beyond `gemm`: (tp - 1) max(0, x - g) with
+// x = collective / (tp - 1), g = gemm / tp.
+Seconds ring_exchange_exposed(Seconds collective, Seconds gemm, std::int64_t tp);
+// Pipelined reduce-scatter: the GEMM runs in `splits` chunks on the GPU's `sms` less
+// `rs_sms` (set_sm_margin: the GEMM's SMs leave room for the communication kernels), each
+// chunk's reduce-scatter on rs_sms SMs beside the next chunk. A two-stage pipeline of
+// `splits` items: exposed = r + (splits - 1) max(0, r - g') beyond the slowed GEMM, r =
+// reduce_scatter / splits, g' its chunk; `gemm_extra` the GEMM's slowdown on fewer SMs,
+// gemm (sms / (sms - rs_sms) - 1) (a compute-bound GEMM's time goes as 1 / SMs).
+struct PipelinedReduceScatter {
+  Seconds exposed = 0, gemm_extra = 0;
+};
+PipelinedReduceScatter pipelined_reduce_scatter(Seconds reduce_scatter, Seconds gemm, int splits, int rs_sms, int sms);
+
 // ZeRO-3 prefetch: a block's parameter gather runs behind the previous block's compute,
 // so only what exceeds that compute is exposed, in forward and again in backward (and
 // the two slow each other while they overlap).
