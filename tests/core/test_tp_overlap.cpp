@@ -3,8 +3,11 @@
 // closed forms, the pairing on a Llama layer, the estimator's breakdown with and without the
 // knob, and the scenario errors. Each prints the expectation beside the value.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
+#include "costmodel/hardware.hpp"
 #include "costmodel/kernels.hpp"
 #include "scenario_doc.hpp"
 #include "scenarios/json_reader.hpp"
@@ -16,6 +19,7 @@ using namespace clustersim;
 using nlohmann::json;
 using clustersim::test::problems_of;
 using clustersim::test::scenario_from;
+using i64 = std::int64_t;
 
 namespace {
 void show(const char* what, double expected, double computed) {
@@ -143,4 +147,44 @@ TEST_CASE("tp overlap: the knob is a boolean of megatron, and its errors name th
   const std::string q = problems_of(d);
   INFO(q);
   CHECK(q.find("/training/framework/tp_comm_overlap") != std::string::npos);
+}
+
+TEST_CASE("tp overlap: the ring-exchange rule against the ring measured end to end on 4 H100s", "[accuracy][tp_overlap]") {
+  // calibration/training/measure_ring_exchange.py (2026-11-27, one nvidia-h100-x4 host): the
+  // all-gather + column-parallel GEMM of Llama 3 70B and GPT-3 175B layers at TP 4, bf16 and
+  // fp8, run as TE's ring exchange (copy engines, the GEMM in 4 chunks). The rule from the
+  // measured pieces (one ring step of copies, one GEMM chunk) against the measured ring.
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const json doc = read_json_file(root + "/calibration/data/h100-sxm5-80gb/ring-exchange-2026-11-27.json");
+  REQUIRE(doc.at("format") == "clustersim-ring-exchange/1");
+  std::vector<double> errors;
+  const KernelModel km(*find_gpu_profile("h100-sxm5-80gb"));
+  for (const auto& r : doc.at("results")) {
+    const i64 t = r.at("tp").get<i64>();
+    const double chunk = r.at("chunk_s").get<double>(), step = r.at("copy_step_s").get<double>();
+    const double rule = double(t) * chunk + ring_exchange_exposed(double(t - 1) * step, double(t) * chunk, t);
+    const double ring = r.at("ring_s").get<double>();
+    errors.push_back(std::fabs(rule / ring - 1));
+    // The kernel model's price of running the GEMM in t chunks, beside the measured one.
+    const DType g = r.at("dtype") == "fp8" ? DType::fp8 : DType::bf16;
+    const i64 m = r.at("m").get<i64>(), n = r.at("n").get<i64>(), k = r.at("k").get<i64>();
+    const double model_ratio = double(t) * km.gemm(1, m / t, n, k, g) / km.gemm(1, m, n, k, g);
+    std::printf("%-10s %5lld %-4s %-4s ring %7.1f us, rule %7.1f us (%+5.1f%%); t chunks / whole: measured %.3f, "
+                "kernel model %.3f\n",
+                r.at("model").get<std::string>().c_str(), (long long)m, r.at("gemm").get<std::string>().c_str(),
+                r.at("dtype").get<std::string>().c_str(), ring * 1e6, rule * 1e6, 100 * (rule / ring - 1),
+                double(t) * chunk / r.at("whole_s").get<double>(), model_ratio);
+    // Reached 2026-11-27: the kernel model prices the chunks 0.10 below to 0.19 above the measured
+    // ratio (1.02-1.16): it over-charges the QKV chunks (fp8 1.23-1.28 against 1.05-1.09) and
+    // under-charges the large FC1 ones (0.92-0.97 against 1.02-1.04).
+    CHECK(std::fabs(model_ratio - double(t) * chunk / r.at("whole_s").get<double>()) <= 0.25);
+  }
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2];
+  std::printf("rule against the measured ring: median |error| %.1f%%, max %.1f%% over %zu shapes\n", 100 * median,
+              100 * errors.back(), errors.size());
+  // Reached 2026-11-27: 1.7 %, 18.8 % (Llama 3 70B's fp8 QKV, whose 71 us chunks are shorter than
+  // the 92 us copies: there the copies and the GEMM slow each other, which the rule leaves out).
+  CHECK(median <= 0.03);
+  CHECK(errors.back() <= 0.20);
 }

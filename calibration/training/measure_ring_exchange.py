@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Transformer Engine's ring-exchange all-gather + GEMM, end to end on one node's GPUs, against
+the rule clustersim prices it with (strategies/rules.hpp ring_exchange_exposed;
+docs/tp-comm-overlap.md). One process drives every visible GPU (peer access over NVLink); no
+Transformer Engine is needed, only what its ring exchange does:
+
+  every GPU k holds its shard of the layer's input in slot k of a gathered buffer; at step s
+  (0 .. t-1) it runs the GEMM on slot (k - s) mod t on its compute stream while its copy stream
+  sends that slot to GPU k + 1 by copy engine (a peer tensor.copy_, cudaMemcpyPeerAsync); the
+  GEMM of step s waits for the copy that brought its slot (GPU k - 1's copy of step s - 1), the
+  send of step s for the same arrival: the copies run back to back, each chunk waits only for
+  its own shard.
+
+Measured per shape (median of 5 rounds, every round behind a 10 ms GPU spin on every device so
+that the host's enqueueing is not timed; CUDA events on GPU 0):
+  ring        the overlapped all-gather + GEMM, first chunk to last
+  copy_step   one ring step alone (every GPU sending one shard to its neighbour at once)
+  chunk       one GEMM chunk alone (tokens / t rows)
+  whole       the whole GEMM alone (tokens rows)
+  serial      the t - 1 copy steps, then the whole GEMM (all-gather, then GEMM)
+and the rule's time from the measured pieces, t chunk + (t - 1) max(0, copy_step - chunk).
+
+Shapes: the column-parallel GEMMs after the all-gather at TP t = the visible GPUs, for Llama 3
+70B (8,192 tokens a TP group: Megatron-Bridge's TP 4, micro-batch 1) and GPT-3 175B (2,048 and
+4,096 tokens: NeMo's micro-batch 1 on 128 GPUs, 2 on 512); bf16, and fp8 (torch._scaled_mm,
+e4m3, per-tensor scales) where the build has it.
+
+  python3 calibration/training/measure_ring_exchange.py   (writes $OUT/ring-exchange.json)
+"""
+import datetime
+import json
+import os
+import platform
+import statistics
+
+import torch
+
+BF = torch.bfloat16
+SHAPES = [
+    ("llama3-70b", 8192, 8192, {"qkv": 10240, "fc1": 2 * 28672}),
+    ("gpt3-175b", 2048, 12288, {"qkv": 3 * 12288, "fc1": 4 * 12288}),
+    ("gpt3-175b", 4096, 12288, {"qkv": 3 * 12288, "fc1": 4 * 12288}),
+]
+SPIN_CYCLES = 20_000_000  # about 10 ms at 2 GHz
+ROUNDS = 5
+
+
+def main():
+    n = torch.cuda.device_count()
+    if n < 2:
+        raise SystemExit("needs at least 2 GPUs")
+    dev = [torch.device("cuda", i) for i in range(n)]
+    for i in range(n):
+        for j in range(n):
+            if i != j and not torch.cuda.can_device_access_peer(i, j):
+                raise SystemExit("GPU %d cannot reach GPU %d by peer access" % (i, j))
+    comp = [torch.cuda.Stream(device=d) for d in dev]
+    send = [torch.cuda.Stream(device=d) for d in dev]
+    recv = [torch.cuda.Stream(device=d) for d in dev]
+    t = n
+    has_fp8 = hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")
+
+    def spin_all():
+        evs = []
+        for d in range(n):
+            with torch.cuda.device(d):
+                torch.cuda._sleep(SPIN_CYCLES)
+                e = torch.cuda.Event()
+                e.record()
+                evs.append(e)
+        return evs
+
+    def sync_all():
+        for d in range(n):
+            torch.cuda.synchronize(d)
+
+    def timed(enqueue):
+        """enqueue(start_events) returns (first, last) timing events on GPU 0; median seconds."""
+        ts = []
+        for _ in range(ROUNDS):
+            sync_all()
+            a, b = enqueue(spin_all())
+            sync_all()
+            ts.append(a.elapsed_time(b) / 1e3)
+        return statistics.median(ts)
+
+    def peer_copy(i, j, dst, src):
+        with torch.cuda.stream(send[i]), torch.cuda.stream(recv[j]):
+            dst.copy_(src, non_blocking=True)
+
+    out = []
+    for model, tokens, hidden, gemms in SHAPES:
+        rows = tokens // t
+        # The gathered input on every GPU (slot k holds GPU k's shard) and a receive target per slot.
+        gathered = [torch.randn(tokens, hidden, dtype=BF, device=d) for d in dev]
+        slots = [[g[s * rows:(s + 1) * rows] for s in range(t)] for g in gathered]
+        for gemm_name, n_total in gemms.items():
+            n_out = n_total // t
+            for dtype in (["bf16", "fp8"] if has_fp8 else ["bf16"]):
+                w = [torch.randn(hidden, n_out, dtype=BF, device=d) for d in dev]
+                y = [torch.empty(tokens, n_out, dtype=BF, device=d) for d in dev]
+                if dtype == "fp8":
+                    xs8 = [g.to(torch.float8_e4m3fn) for g in gathered]
+                    ws8 = [wi.t().contiguous().to(torch.float8_e4m3fn).t() for wi in w]  # column-major
+                    one = [torch.ones((), device=d) for d in dev]
+
+                    def gemm(k, lo, hi):
+                        y[k][lo:hi] = torch._scaled_mm(xs8[k][lo:hi], ws8[k], scale_a=one[k], scale_b=one[k],
+                                                       out_dtype=BF)
+                else:
+                    def gemm(k, lo, hi):
+                        torch.matmul(gathered[k][lo:hi], w[k], out=y[k][lo:hi])
+                for k in range(n):  # warm the kernels and the peer mappings
+                    with torch.cuda.device(k), torch.cuda.stream(comp[k]):
+                        gemm(k, 0, rows)
+                        gemm(k, 0, tokens)
+                    peer_copy(k, (k + 1) % n, slots[(k + 1) % n][k], slots[k][k])
+                sync_all()
+
+                def start(k, evs):
+                    comp[k].wait_event(evs[k])
+                    send[k].wait_event(evs[k])
+
+                def ring(evs):
+                    for k in range(n):
+                        start(k, evs)
+                    arrived = [[None] * t for _ in range(n)]  # arrived[k][s]: GPU k has its step-s slot
+                    a = torch.cuda.Event(enable_timing=True)
+                    b = torch.cuda.Event(enable_timing=True)
+                    a.record(comp[0])
+                    for s in range(t):
+                        for k in range(n):
+                            slot = (k - s) % t
+                            with torch.cuda.device(k):
+                                if s > 0:
+                                    comp[k].wait_event(arrived[k][s])
+                                with torch.cuda.stream(comp[k]):
+                                    gemm(k, slot * rows, (slot + 1) * rows)
+                            if s < t - 1:
+                                j = (k + 1) % n
+                                if s > 0:
+                                    send[k].wait_event(arrived[k][s])
+                                peer_copy(k, j, slots[j][slot], slots[k][slot])
+                                e = torch.cuda.Event()
+                                e.record(send[k])
+                                arrived[j][s + 1] = e
+                    b.record(comp[0])
+                    return a, b
+
+                def copy_step(evs):
+                    for k in range(n):
+                        start(k, evs)
+                    a = torch.cuda.Event(enable_timing=True)
+                    b = torch.cuda.Event(enable_timing=True)
+                    a.record(send[0])
+                    for k in range(n):
+                        peer_copy(k, (k + 1) % n, slots[(k + 1) % n][k], slots[k][k])
+                    b.record(send[0])
+                    return a, b
+
+                def alone(lo, hi):
+                    def run(evs):
+                        start(0, evs)
+                        a = torch.cuda.Event(enable_timing=True)
+                        b = torch.cuda.Event(enable_timing=True)
+                        a.record(comp[0])
+                        with torch.cuda.device(0), torch.cuda.stream(comp[0]):
+                            gemm(0, lo, hi)
+                        b.record(comp[0])
+                        return a, b
+                    return run
+
+                def serial(evs):
+                    for k in range(n):
+                        start(k, evs)
+                    a = torch.cuda.Event(enable_timing=True)
+                    b = torch.cuda.Event(enable_timing=True)
+                    a.record(send[0])
+                    prev = [None] * n
+                    for s in range(t - 1):
+                        nxt = [None] * n
+                        for k in range(n):
+                            j = (k + 1) % n
+                            slot = (k - s) % t
+                            if prev[k] is not None:
+                                send[k].wait_event(prev[k])
+                            peer_copy(k, j, slots[j][slot], slots[k][slot])
+                            e = torch.cuda.Event()
+                            e.record(send[k])
+                            nxt[j] = e
+                        prev = nxt
+                    comp[0].wait_event(prev[0])
+                    with torch.cuda.device(0), torch.cuda.stream(comp[0]):
+                        gemm(0, 0, tokens)
+                    b.record(comp[0])
+                    return a, b
+
+                r = dict(model=model, tokens=tokens, gemm=gemm_name, dtype=dtype, tp=t, m=tokens, k=hidden, n=n_out,
+                         shard_bytes=rows * hidden * 2)
+                r["ring_s"] = timed(ring)
+                r["copy_step_s"] = timed(copy_step)
+                r["chunk_s"] = timed(alone(0, rows))
+                r["whole_s"] = timed(alone(0, tokens))
+                r["serial_s"] = timed(serial)
+                x, g = r["copy_step_s"], r["chunk_s"]
+                r["rule_s"] = t * g + (t - 1) * max(0.0, x - g)
+                r["rule_error"] = r["rule_s"] / r["ring_s"] - 1
+                r["exposed_measured_s"] = r["ring_s"] - t * g
+                r["exposed_rule_s"] = (t - 1) * max(0.0, x - g)
+                out.append(r)
+                print(json.dumps(r), flush=True)
+                del w, y
+                if dtype == "fp8":
+                    del xs8, ws8
+                torch.cuda.empty_cache()
+        del gathered, slots
+        torch.cuda.empty_cache()
+    p = torch.cuda.get_device_properties(0)
+    doc = dict(format="clustersim-ring-exchange/1", source="calibration/training/measure_ring_exchange.py",
+               environment=dict(gpu=p.name, gpus=n, sms=p.multi_processor_count, torch=torch.__version__,
+                                cuda=torch.version.cuda, python=platform.python_version(),
+                                date_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")),
+               results=out)
+    with open(os.path.join(os.environ.get("OUT", "."), "ring-exchange.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
