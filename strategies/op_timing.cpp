@@ -199,8 +199,15 @@ void overlap_tp_comm(const std::vector<Op>& ops, std::vector<OpTiming>& t, const
       const Seconds gemm = chunked(ops[j], tp).forward;
       c.forward_comm.exposed = ring_exchange_exposed(collective(c.forward_comm), gemm, tp);
       t[j].forward = gemm;
-      if (c.backward_comm.active() && c.backward_comm.kind == Collective::reduce_scatter)
-        c.backward_comm.exposed = overlap_exposed(t[j].weight_grad, collective(c.backward_comm), interference);
+      if (c.backward_comm.active() && c.backward_comm.kind == Collective::reduce_scatter) {
+        // Backward, both bulk on SM kernels: the input, kept sharded, gathered again for the
+        // weight gradient beside the input-gradient GEMM (TE's qkv_dgrad / fc1_dgrad
+        // BulkOverlapCfg), then the input gradient's reduce-scatter beside the weight gradient
+        // (qkv_wgrad / fc1_wgrad).
+        const Seconds dgrad = t[j].backward - t[j].weight_grad;
+        c.backward_comm.exposed = overlap_exposed(dgrad, collective(c.forward_comm), interference) +
+                                  overlap_exposed(t[j].weight_grad, collective(c.backward_comm), interference);
+      }
     } else if (ops[i].kind == OpKind::tp_exit && c.forward_comm.active() &&
                c.forward_comm.kind == Collective::reduce_scatter) {
       std::size_t j = i;

@@ -148,9 +148,11 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
 // block's op timings `t` (time_op of `ops`, in order), with sequence parallelism: each
 // tensor-parallel collective paired with the GEMM it overlaps, as TE's defaults pair them:
 //  - the all-gather entering a column-parallel GEMM (the next matmul after the tp_enter):
-//    forward by ring exchange beside that GEMM (rules.hpp ring_exchange_exposed); its
-//    backward reduce-scatter of the input gradient "bulk" beside the GEMM's weight gradient
-//    (overlap_exposed with the GPU's measured interference: SM kernels);
+//    forward by ring exchange beside that GEMM (rules.hpp ring_exchange_exposed); in the
+//    backward, "bulk" on SM kernels (overlap_exposed with the GPU's measured interference),
+//    the input gathered again for the weight gradient beside the input gradient's GEMM and
+//    the input gradient's reduce-scatter beside the weight gradient (both in the
+//    backward step's `exposed`: without the overlap the re-gather is not priced);
 //  - the reduce-scatter leaving a row-parallel GEMM (the last matmul before the tp_exit):
 //    forward pipelined with that GEMM (pipelined_reduce_scatter: 4 splits, `rs_sms` SMs for
 //    the communication, the GEMM slowed on the rest); its backward all-gather of the output
