@@ -27,13 +27,15 @@ e4m3, per-tensor scales) where the build has it.
 
   python3 calibration/training/measure_ring_exchange.py   (writes $OUT/ring-exchange.json)
 """
-import datetime
 import json
 import os
-import platform
 import statistics
+import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure_tp_overlap import peer_devices, spin_all, sync_all, write_results  # noqa: E402
 
 BF = torch.bfloat16
 SHAPES = [
@@ -41,48 +43,34 @@ SHAPES = [
     ("gpt3-175b", 2048, 12288, {"qkv": 3 * 12288, "fc1": 4 * 12288}),
     ("gpt3-175b", 4096, 12288, {"qkv": 3 * 12288, "fc1": 4 * 12288}),
 ]
-SPIN_CYCLES = 20_000_000  # about 10 ms at 2 GHz
 ROUNDS = 5
 
 
 def main():
-    n = torch.cuda.device_count()
+    n, dev = peer_devices()
     if n < 2:
         raise SystemExit("needs at least 2 GPUs")
-    dev = [torch.device("cuda", i) for i in range(n)]
-    for i in range(n):
-        for j in range(n):
-            if i != j and not torch.cuda.can_device_access_peer(i, j):
-                raise SystemExit("GPU %d cannot reach GPU %d by peer access" % (i, j))
     comp = [torch.cuda.Stream(device=d) for d in dev]
     send = [torch.cuda.Stream(device=d) for d in dev]
     recv = [torch.cuda.Stream(device=d) for d in dev]
     t = n
     has_fp8 = hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")
 
-    def spin_all():
-        evs = []
-        for d in range(n):
-            with torch.cuda.device(d):
-                torch.cuda._sleep(SPIN_CYCLES)
-                e = torch.cuda.Event()
-                e.record()
-                evs.append(e)
-        return evs
-
-    def sync_all():
-        for d in range(n):
-            torch.cuda.synchronize(d)
-
     def timed(enqueue):
         """enqueue(start_events) returns (first, last) timing events on GPU 0; median seconds."""
         ts = []
         for _ in range(ROUNDS):
-            sync_all()
-            a, b = enqueue(spin_all())
-            sync_all()
+            sync_all(n)
+            a, b = enqueue(spin_all(n))
+            sync_all(n)
             ts.append(a.elapsed_time(b) / 1e3)
         return statistics.median(ts)
+
+    def timing_pair(stream):
+        """Two timing events, the first recorded on `stream` now."""
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(stream)
+        return a, b
 
     def peer_copy(i, j, dst, src):
         with torch.cuda.stream(send[i]), torch.cuda.stream(recv[j]):
@@ -115,7 +103,7 @@ def main():
                         gemm(k, 0, rows)
                         gemm(k, 0, tokens)
                     peer_copy(k, (k + 1) % n, slots[(k + 1) % n][k], slots[k][k])
-                sync_all()
+                sync_all(n)
 
                 def start(k, evs):
                     comp[k].wait_event(evs[k])
@@ -125,9 +113,7 @@ def main():
                     for k in range(n):
                         start(k, evs)
                     arrived = [[None] * t for _ in range(n)]  # arrived[k][s]: GPU k has its step-s slot
-                    a = torch.cuda.Event(enable_timing=True)
-                    b = torch.cuda.Event(enable_timing=True)
-                    a.record(comp[0])
+                    a, b = timing_pair(comp[0])
                     for s in range(t):
                         for k in range(n):
                             slot = (k - s) % t
@@ -150,9 +136,7 @@ def main():
                 def copy_step(evs):
                     for k in range(n):
                         start(k, evs)
-                    a = torch.cuda.Event(enable_timing=True)
-                    b = torch.cuda.Event(enable_timing=True)
-                    a.record(send[0])
+                    a, b = timing_pair(send[0])
                     for k in range(n):
                         peer_copy(k, (k + 1) % n, slots[(k + 1) % n][k], slots[k][k])
                     b.record(send[0])
@@ -161,9 +145,7 @@ def main():
                 def alone(lo, hi):
                     def run(evs):
                         start(0, evs)
-                        a = torch.cuda.Event(enable_timing=True)
-                        b = torch.cuda.Event(enable_timing=True)
-                        a.record(comp[0])
+                        a, b = timing_pair(comp[0])
                         with torch.cuda.device(0), torch.cuda.stream(comp[0]):
                             gemm(0, lo, hi)
                         b.record(comp[0])
@@ -173,9 +155,7 @@ def main():
                 def serial(evs):
                     for k in range(n):
                         start(k, evs)
-                    a = torch.cuda.Event(enable_timing=True)
-                    b = torch.cuda.Event(enable_timing=True)
-                    a.record(send[0])
+                    a, b = timing_pair(send[0])
                     prev = [None] * n
                     for s in range(t - 1):
                         nxt = [None] * n
@@ -215,14 +195,8 @@ def main():
                 torch.cuda.empty_cache()
         del gathered, slots
         torch.cuda.empty_cache()
-    p = torch.cuda.get_device_properties(0)
-    doc = dict(format="clustersim-ring-exchange/1", source="calibration/training/measure_ring_exchange.py",
-               environment=dict(gpu=p.name, gpus=n, sms=p.multi_processor_count, torch=torch.__version__,
-                                cuda=torch.version.cuda, python=platform.python_version(),
-                                date_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")),
-               results=out)
-    with open(os.path.join(os.environ.get("OUT", "."), "ring-exchange.json"), "w") as f:
-        json.dump(doc, f, indent=1)
+    write_results("clustersim-ring-exchange/1", "calibration/training/measure_ring_exchange.py", n, out,
+                  "ring-exchange.json")
 
 
 if __name__ == "__main__":

@@ -57,13 +57,18 @@ def sync_all(n):
         torch.cuda.synchronize(d)
 
 
-def main():
+def peer_devices():
+    """The visible GPUs, each checked to reach every other by peer access."""
     n = torch.cuda.device_count()
-    dev = [torch.device("cuda", i) for i in range(n)]
     for i in range(n):
         for j in range(n):
             if i != j and not torch.cuda.can_device_access_peer(i, j):
                 raise SystemExit("GPU %d cannot reach GPU %d by peer access" % (i, j))
+    return n, [torch.device("cuda", i) for i in range(n)]
+
+
+def main():
+    n, dev = peer_devices()
     copy_streams = [torch.cuda.Stream(device=d) for d in dev]
     recv_streams = [torch.cuda.Stream(device=d) for d in dev]
 
@@ -155,13 +160,18 @@ def main():
                 print(r, flush=True)
                 del x, w, y
                 torch.cuda.empty_cache()
+    write_results("clustersim-tp-overlap/1", "calibration/training/measure_tp_overlap.py", n, out, "tp-overlap.json")
+
+
+def write_results(fmt, source, gpus, results, filename):
+    """The results with the machine they ran on, as $OUT/filename."""
     p = torch.cuda.get_device_properties(0)
-    doc = dict(format="clustersim-tp-overlap/1", source="calibration/training/measure_tp_overlap.py",
-               environment=dict(gpu=p.name, gpus=n, sms=p.multi_processor_count, torch=torch.__version__,
+    doc = dict(format=fmt, source=source,
+               environment=dict(gpu=p.name, gpus=gpus, sms=p.multi_processor_count, torch=torch.__version__,
                                 cuda=torch.version.cuda, python=platform.python_version(),
                                 date_utc=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")),
-               results=out)
-    with open(os.path.join(os.environ.get("OUT", "."), "tp-overlap.json"), "w") as f:
+               results=results)
+    with open(os.path.join(os.environ.get("OUT", "."), filename), "w") as f:
         json.dump(doc, f, indent=1)
 
 
