@@ -78,7 +78,8 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
   timings.reserve(block.ops.size());
   for (const Op& op : block.ops) timings.push_back(time_op(op, ctx_cp, km));
   if (tp_comm_overlapped(training_.framework, plan))
-    overlap_tp_comm(block.ops, timings, ctx_cp, km, comm_time, tp_overlap_settings(cluster_.gpu, rules_.weight_gemm), cluster_.gpu.interference);
+    overlap_tp_comm(block.ops, timings, ctx_cp, km, comm_time, tp_overlap_settings(cluster_.gpu, rules_.weight_gemm),
+                    cluster_.gpu.interference);
 
   BlockCost c;
   Bytes saved_all = 0, saved_core = 0;

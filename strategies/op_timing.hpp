@@ -10,9 +10,9 @@
 #include <functional>
 #include <vector>
 
+#include "costmodel/cluster.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/graph.hpp"
-#include "costmodel/cluster.hpp"
 #include "costmodel/kernels.hpp"
 #include "scenarios/scenario.hpp"
 
@@ -154,9 +154,10 @@ OpTiming time_op(const Op& op, const ShardingContext& ctx, const KernelModel& km
 //    the input gradient's reduce-scatter beside the weight gradient (both in the
 //    backward step's `exposed`: without the overlap the re-gather is not priced);
 //  - the reduce-scatter leaving a row-parallel GEMM (the last matmul before the tp_exit):
-//    forward pipelined with that GEMM (pipelined_reduce_scatter: 4 splits, `rs_sms` SMs for
-//    the communication, the GEMM slowed on the rest); its backward all-gather of the output
-//    gradient by ring exchange beside the GEMM's input gradient.
+//    forward by ring exchange under fp8 GEMMs, pipelined under bf16 (TpOverlapSettings;
+//    pipelined_reduce_scatter: 4 splits, `rs_sms` SMs for the communication, the GEMM slowed
+//    on the rest); its backward all-gather of the output gradient by ring exchange beside the
+//    GEMM's input gradient.
 // A GEMM beside a ring exchange or a pipelined reduce-scatter runs as tp (splits) GEMMs of
 // 1/tp (1/splits) of its rows, each timed by the kernel model (smaller GEMMs fill fewer of
 // the GPU's SMs). Sets each paired CommStep's `exposed` and adds the chunked GEMM's extra
