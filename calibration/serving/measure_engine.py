@@ -530,6 +530,10 @@ def main():
                          "every --ladder-gap-s seconds: host-bound prefills of several sizes for the host fit; '' for none")
     ap.add_argument("--ladder-output", type=int, default=3)
     ap.add_argument("--ladder-gap-s", type=float, default=1.0)
+    ap.add_argument("--ladder-carrier", type=int, default=0,
+                    help="> 0: a request with this many output tokens (prompt 128) starts the ladder a second "
+                         "before its first prefill and decodes through it, so that the ladder's prefills join a "
+                         "running batch (as a loaded trace's do) instead of waking an idle engine")
     ap.add_argument("--pressure-blocks", type=int, default=48)
     ap.add_argument("--pressure-fraction", type=float, default=0.5)
     ap.add_argument("--pressure-requests", type=int, default=150)
@@ -702,8 +706,10 @@ def main():
                 # from launches the GPU did not bound (the probe's burst prefills waited for the GPU).
                 ladder = [int(v) for v in args.ladder.split(",") if v.strip()]
                 if ladder:
-                    do_run(manager, settings, name, vocab, "ladder", "ladder",
-                           [(args.ladder_gap_s * k, p, args.ladder_output) for k, p in enumerate(ladder)], base + 30)
+                    lead = 1.0 if args.ladder_carrier > 0 else 0.0
+                    rows = [(0.0, 128, args.ladder_carrier)] if args.ladder_carrier > 0 else []
+                    rows += [(lead + args.ladder_gap_s * k, p, args.ladder_output) for k, p in enumerate(ladder)]
+                    do_run(manager, settings, name, vocab, "ladder", "ladder", rows, base + 30)
                 for k in range(1, args.passes + 1):
                     for label, meta in replay_runs(name):
                         rows = make_trace(meta["seed"], meta["rate_rps"], meta["requests"], meta["prompt_range"],
