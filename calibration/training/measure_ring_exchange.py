@@ -11,7 +11,7 @@ Transformer Engine is needed, only what its ring exchange does:
   send of step s for the same arrival: the copies run back to back, each chunk waits only for
   its own shard.
 
-Measured per shape (median of 5 rounds, every round behind a 10 ms GPU spin on every device so
+Measured per shape (median of 5 rounds, RING_ROUNDS in the environment for more; every round behind a 10 ms GPU spin on every device so
 that the host's enqueueing is not timed; CUDA events on GPU 0):
   ring        the overlapped all-gather + GEMM, first chunk to last
   copy_step   one ring step alone (every GPU sending one shard to its neighbour at once)
@@ -43,7 +43,7 @@ SHAPES = [
     ("gpt3-175b", 2048, 12288, {"qkv": 3 * 12288, "fc1": 4 * 12288}),
     ("gpt3-175b", 4096, 12288, {"qkv": 3 * 12288, "fc1": 4 * 12288}),
 ]
-ROUNDS = 5
+ROUNDS = int(os.environ.get("RING_ROUNDS", "5"))  # rounds per measurement (the median is kept)
 
 
 def main():
@@ -56,14 +56,17 @@ def main():
     t = n
     has_fp8 = hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")
 
-    def timed(enqueue):
-        """enqueue(start_events) returns (first, last) timing events on GPU 0; median seconds."""
+    def timed(enqueue, rounds_out=None):
+        """enqueue(start_events) returns (first, last) timing events on GPU 0; median seconds (every
+        round's seconds appended to rounds_out when given)."""
         ts = []
         for _ in range(ROUNDS):
             sync_all(n)
             a, b = enqueue(spin_all(n))
             sync_all(n)
             ts.append(a.elapsed_time(b) / 1e3)
+        if rounds_out is not None:
+            rounds_out.extend(ts)
         return statistics.median(ts)
 
     def timing_pair(stream):
@@ -177,7 +180,8 @@ def main():
 
                 r = dict(model=model, tokens=tokens, gemm=gemm_name, dtype=dtype, tp=t, m=tokens, k=hidden, n=n_out,
                          shard_bytes=rows * hidden * 2)
-                r["ring_s"] = timed(ring)
+                r["ring_rounds_s"] = []
+                r["ring_s"] = timed(ring, r["ring_rounds_s"])
                 r["copy_step_s"] = timed(copy_step)
                 r["chunk_s"] = timed(alone(0, rows))
                 r["whole_s"] = timed(alone(0, tokens))
