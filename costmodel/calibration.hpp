@@ -21,7 +21,6 @@ namespace clustersim {
 // The median of v (the mean of the middle two when even); 0 for none.
 double median_of(std::vector<double> v);
 
-
 struct GemmSample {
   DType dtype = DType::bf16;
   std::int64_t batch = 1, m = 0, n = 0, k = 0;

@@ -214,10 +214,10 @@ void overlap_tp_comm(const std::vector<Op>& ops, std::vector<OpTiming>& t, const
       while (j-- > 0 && ops[j].kind != OpKind::matmul && ops[j].kind != OpKind::tp_enter && ops[j].kind != OpKind::tp_exit) {
       }
       if (j >= n || ops[j].kind != OpKind::matmul || ops[j].split != Split::row) continue;
+      const OpTiming pieces = chunked(ops[j], tp);  // t GEMMs of 1/t of the rows
       if (settings.reduce_scatter_ring) {
-        const Seconds gemm = chunked(ops[j], tp).forward;
-        c.forward_comm.exposed = ring_exchange_exposed(collective(c.forward_comm), gemm, tp);
-        t[j].forward = gemm;
+        c.forward_comm.exposed = ring_exchange_exposed(collective(c.forward_comm), pieces.forward, tp);
+        t[j].forward = pieces.forward;
       } else {
         const Seconds gemm = chunked(ops[j], settings.splits).forward;
         const PipelinedReduceScatter p =
@@ -226,7 +226,6 @@ void overlap_tp_comm(const std::vector<Op>& ops, std::vector<OpTiming>& t, const
         t[j].forward = gemm + p.gemm_extra;
       }
       if (c.backward_comm.active() && c.backward_comm.kind == Collective::all_gather) {
-        const OpTiming pieces = chunked(ops[j], tp);
         const Seconds dgrad = pieces.backward - pieces.weight_grad;
         c.backward_comm.exposed = ring_exchange_exposed(collective(c.backward_comm), dgrad, tp);
         t[j].backward = dgrad + t[j].weight_grad;

@@ -17,9 +17,10 @@ Per model:
            Requests are submitted by the main thread at their arrival times (add_request); the engine's own
            timestamps are recorded. With --rates 'model=r1,r2;...' the listed rates replace single, probe and
            fractions for those models (run indices start at --label-offset).
-  replay   with --replay COMMITTED_JSON: after warmup, single, probe and ladder (the inputs of this process's own host
-           fit; ladder: lone requests with the prompt lengths --ladder lists, one every --ladder-gap-s seconds, each
-           done before the next arrives, so that their prefills' launches are host time), the committed Poisson traces (same seeds, checked against the committed requests) in the order
+  replay   with --replay COMMITTED_JSON: after warmup, single and probe (the inputs of this process's own host fit)
+           and ladder (lone requests with the prompt lengths --ladder lists, one every --ladder-gap-s seconds, each
+           done before the next arrives: host-bound prefills, recorded, not fitted; README.md "Call J"), the
+           committed Poisson traces (same seeds, checked against the committed requests) in the order
            --replay-labels lists them, --passes times (labels RUN-passK): the warm ground truth of README.md.
   pressure first model only, after all models, if --pressure-blocks > 0 and time is left: one trace (at most
            --pressure-requests requests) at --pressure-fraction x capacity with a KV cache of only --pressure-blocks
@@ -702,8 +703,9 @@ def main():
                 probe_rows = [(0.0, p, d) for _, p, d in make_trace(base + 20, 1.0, args.probe, args.prompt_range,
                                                                       args.output_range)]
                 do_run(manager, settings, name, vocab, "probe", "probe", probe_rows, base + 20)
-                # Lone prefills of several sizes, each done before the next arrives: the host fit's prefill terms
-                # from launches the GPU did not bound (the probe's burst prefills waited for the GPU).
+                # Lone prefills of several sizes, each done before the next arrives: launches the GPU did not
+                # bound (the probe's burst prefills waited for it), recorded for the host's prefill cost (README.md
+                # "Call J"; fit_engine_host.py does not read them).
                 ladder = [int(v) for v in args.ladder.split(",") if v.strip()]
                 if ladder:
                     lead = 1.0 if args.ladder_carrier > 0 else 0.0
