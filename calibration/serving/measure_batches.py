@@ -26,7 +26,19 @@ Cases (per model):
 
 Timing: CUDA events recorded around the forward call on the current stream (so host launch
 overhead shows up as GPU idle time between the events, as it does in an eager engine); warm-up
-forwards first, then the median of >= 5 repeats. Peak memory: torch.cuda.max_memory_allocated()
+forwards first, then the median of >= 5 repeats. The process runs on one CPU (--pin-cpu).
+
+The host's speed (--probe, the default): the machines' virtual CPUs run in two speeds, stretches
+of seconds each, one about 1.8x slower than the other (probe_host_state.py, README.md "The
+host's two speeds"): a fixed pure-Python work unit (cpu_probe) and a host-bound forward slow
+down together. Before every timed forward (every chunk of a chunked pass) the probe times the
+work unit on the same thread; "probe_s" lists it per repeat. A repeat is "fast" when its probe
+is below FAST_RATIO x the fastest probe the process has seen (probe_reference_s in the
+provenance: the fastest of PROBE_CALIBRATION_S of probes at start, lowered by any faster probe
+later). Prefill and decode cells repeat until --repeats fast repeats or --max-repeats or
+--cell-seconds; chunked cells run passes until --chunk-passes passes had every later chunk fast
+or the same limits. Each cell then also has "fast_median_s" / "fast_n" and "slow_median_s" /
+"slow_n" beside the median over all repeats. Peak memory: torch.cuda.max_memory_allocated()
 over the case (peak statistics reset at its start). Each case runs in try/except; an OOM is
 recorded as {"error": "oom"} followed by torch.cuda.empty_cache().
 
@@ -51,6 +63,48 @@ import traceback
 import torch
 
 FORMAT = "clustersim-serving-batches/1"
+# The two host speeds are about 1.8x apart; sqrt(1.8) = 1.34 splits them evenly on a log scale.
+FAST_RATIO = 1.34
+PROBE_CALIBRATION_S = 3.0
+PROBE = {"enabled": True, "reference_s": float("inf")}
+
+
+def cpu_probe():
+    """Seconds one fixed pure-Python work unit takes now (about 0.3 ms fast, 0.55 ms slow)."""
+    if not PROBE["enabled"]:
+        return 0.0
+    t0 = time.perf_counter()
+    acc = 0
+    for i in range(5000):
+        acc += i * i % 7
+    dt = time.perf_counter() - t0
+    PROBE["reference_s"] = min(PROBE["reference_s"], dt)
+    return dt
+
+
+def is_fast(probe_s):
+    return not PROBE["enabled"] or probe_s < FAST_RATIO * PROBE["reference_s"]
+
+
+def calibrate_probe():
+    end = time.perf_counter() + PROBE_CALIBRATION_S
+    while time.perf_counter() < end:
+        cpu_probe()
+
+
+def split_modes(times, probes):
+    fast = [t for t, p in zip(times, probes) if is_fast(p)]
+    slow = [t for t, p in zip(times, probes) if not is_fast(p)]
+    return {"probe_s": probes, "fast_n": len(fast), "slow_n": len(slow),
+            "fast_median_s": statistics.median(fast) if fast else None,
+            "slow_median_s": statistics.median(slow) if slow else None}
+
+
+def enough(times, probes, args, t_start):
+    fast = sum(1 for p in probes if is_fast(p))
+    if fast >= args.repeats and len(times) >= args.repeats:
+        return True
+    return len(times) >= args.max_repeats or time.time() - t_start > args.cell_seconds
 SOURCE = "calibration/serving/measure_batches.py"
 
 MODELS = {
@@ -91,6 +145,8 @@ def provenance(args):
         "cpu": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "settings": {"warmup": args.warmup, "repeats": args.repeats, "dtype": "bfloat16",
+                     "max_repeats": getattr(args, "max_repeats", None), "cell_seconds": getattr(args, "cell_seconds", None),
+                     "probe": PROBE["enabled"], "pinned_cpu": getattr(args, "pinned_cpu", None),
                      "attn_implementation": "sdpa", "build_tokens": args.build_tokens,
                      "chunk_prompt": args.chunk_prompt, "chunk_passes": args.chunk_passes},
     }
@@ -199,15 +255,19 @@ def ids(b, n, vocab):
 def case_prefill(model, info, b, l, args, lk):
     vocab = info["vocab_size"]
     x = ids(b, l, vocab)
-    times = []
-    for i in range(args.warmup + args.repeats):
+    times, probes, t_start, i = [], [], time.time(), 0
+    while i < args.warmup or not enough(times, probes, args, t_start):
         cache = new_cache()
         torch.cuda.synchronize()
+        p = cpu_probe()
         t, out = timed(lambda: model(input_ids=x, past_key_values=cache, use_cache=True, **lk))
         del out, cache
         if i >= args.warmup:
             times.append(t)
+            probes.append(p)
+        i += 1
     r = stats(times)
+    r.update(split_modes(times, probes))
     r["tokens"] = b * l
     r["tokens_per_s"] = b * l / r["median_s"]
     return r
@@ -237,8 +297,9 @@ def case_decode(model, info, b, c, args, lk):
     cache, step = build_cache(model, b, c, vocab, args.build_tokens, lk)
     can_crop = hasattr(cache, "crop")
     x = ids(b, 1, vocab)
-    times = []
-    for i in range(args.warmup + args.repeats):
+    times, probes, t_start, i = [], [], time.time(), 0
+    while i < args.warmup or not enough(times, probes, args, t_start):
+        p = cpu_probe()
         t, out = timed(lambda: model(input_ids=x, past_key_values=cache, use_cache=True, **lk))
         if getattr(out, "past_key_values", None) is not None:
             cache = out.past_key_values
@@ -247,7 +308,10 @@ def case_decode(model, info, b, c, args, lk):
             cache.crop(c)
         if i >= args.warmup:
             times.append(t)
+            probes.append(p)
+        i += 1
     r = stats(times)
+    r.update(split_modes(times, probes))
     r.update({"tokens": b, "context": c, "kv_cache_bytes": kv_bytes,
               "cache_handling": "crop" if can_crop else "successive",
               "context_after": cache_len(cache), "build_chunk_positions": step,
@@ -260,13 +324,16 @@ def case_chunked(model, info, k, args, lk):
     vocab = info["vocab_size"]
     p = args.chunk_prompt
     x = ids(1, p, vocab)
-    later, totals, per_pos = [], [], {}
-    for rep in range(1 + args.chunk_passes):
+    later, later_probes, totals, per_pos = [], [], [], {}
+    fast_passes, rep, t_start = 0, 0, time.time()
+    while rep <= args.chunk_passes or (fast_passes < args.chunk_passes and rep <= args.max_chunk_passes
+                                       and time.time() - t_start < args.cell_seconds):
         cache = new_cache()
         torch.cuda.synchronize()
-        tot = 0.0
+        tot, pass_fast = 0.0, True
         for j, pos in enumerate(range(0, p, k)):
             chunk = x[:, pos:pos + k]
+            pr = cpu_probe()
             t, out = timed(lambda: model(input_ids=chunk, past_key_values=cache, use_cache=True, **lk))
             if getattr(out, "past_key_values", None) is not None:
                 cache = out.past_key_values
@@ -276,13 +343,19 @@ def case_chunked(model, info, k, args, lk):
                 per_pos.setdefault(j, []).append(t)
                 if j > 0:
                     later.append(t)
+                    later_probes.append(pr)
+                    pass_fast = pass_fast and is_fast(pr)
         del cache
         if rep >= 1:
             totals.append(tot)
+            fast_passes += pass_fast
+        rep += 1
     if not later:
         later = per_pos.get(0, [float("nan")])
     r = stats(later)
-    r.update({"tokens": p, "chunk": k, "chunks": len(per_pos), "prompt": p,
+    if later_probes:
+        r.update(split_modes(later, later_probes))
+    r.update({"tokens": p, "chunk": k, "fast_passes": fast_passes, "chunks": len(per_pos), "prompt": p,
               "total_median_s": statistics.median(totals), "total_min_s": min(totals),
               "total_max_s": max(totals), "total_times_s": totals,
               "per_chunk_median_s": [statistics.median(per_pos[j]) for j in sorted(per_pos)],
@@ -328,6 +401,10 @@ def run_case(doc, out_path, model, info, kind, params, fn):
         extra = ""
         if kind == "chunked":
             extra = " total %.2f ms" % (rec["total_median_s"] * 1e3)
+        if rec.get("fast_median_s") is not None or rec.get("slow_median_s") is not None:
+            extra += "  fast %s (%d) slow %s (%d)" % (
+                "%.3f" % (rec["fast_median_s"] * 1e3) if rec.get("fast_median_s") is not None else "-", rec["fast_n"],
+                "%.3f" % (rec["slow_median_s"] * 1e3) if rec.get("slow_median_s") is not None else "-", rec["slow_n"])
         print("%-9s %-8s %-22s median %9.3f ms  min %9.3f  max %9.3f  %10.0f tok/s  peak %6.2f GiB%s" % (
             info["name"], kind, desc, rec["median_s"] * 1e3, rec["min_s"] * 1e3, rec["max_s"] * 1e3,
             rec["tokens_per_s"], rec["max_memory_allocated_bytes"] / 2**30, extra), flush=True)
@@ -348,14 +425,34 @@ def main():
     ap.add_argument("--chunks", default="256,512,1024,2048")
     ap.add_argument("--chunk-prompt", type=int, default=4096)
     ap.add_argument("--chunk-passes", type=int, default=3)
+    ap.add_argument("--pin-cpu", type=int, default=-2,
+                    help="run on this one CPU (-2: the middle one of those allowed; -1: no pinning). Unpinned, the "
+                         "thread moves between CPUs of both speeds and a forward's time blends them")
+    ap.add_argument("--max-repeats", type=int, default=400,
+                    help="prefill/decode: stop after this many timed repeats even without --repeats fast ones")
+    ap.add_argument("--max-chunk-passes", type=int, default=10)
+    ap.add_argument("--cell-seconds", type=float, default=8.0,
+                    help="stop a cell's extra repeats (beyond --repeats) after this many seconds")
+    ap.add_argument("--no-probe", action="store_true",
+                    help="no host-speed probe: --repeats repeats, as before 2026-11-28")
     ap.add_argument("--build-tokens", type=int, default=16384,
                     help="max tokens per forward when building a decode KV cache")
     args = ap.parse_args()
     args.repeats = max(5, args.repeats)
+    PROBE["enabled"] = not args.no_probe
+    allowed = sorted(os.sched_getaffinity(0))
+    args.pinned_cpu = None if args.pin_cpu == -1 else (allowed[len(allowed) // 2] if args.pin_cpu == -2 else args.pin_cpu)
+    if args.pinned_cpu is not None:
+        os.sched_setaffinity(0, {args.pinned_cpu})
+    if args.no_probe:
+        args.max_repeats, args.max_chunk_passes = args.repeats, args.chunk_passes
     ints = lambda s: [int(v) for v in s.split(",") if v]  # noqa: E731
 
     torch.backends.cuda.matmul.allow_tf32 = True
     doc = {"format": FORMAT, "provenance": provenance(args), "models": {}, "cases": []}
+    if PROBE["enabled"]:
+        calibrate_probe()
+        doc["provenance"]["probe_fast_ratio"] = FAST_RATIO
     print(json.dumps({k: doc["provenance"][k] for k in ("gpu_name", "nvidia_smi", "torch", "cuda_runtime",
                                                         "transformers", "continuous_batching")}), flush=True)
     for name in args.models.split(","):
@@ -395,6 +492,7 @@ def main():
         del model
         gc.collect()
         torch.cuda.empty_cache()
+    doc["provenance"]["probe_reference_s"] = PROBE["reference_s"] if PROBE["enabled"] else None
     doc["provenance"]["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)

@@ -177,8 +177,9 @@ class Recorder:
     FIELDS = ("t_s", "prep_s", "launch_s", "sync_s", "update_s", "n_req", "q_tokens", "kv_read", "n_prefill",
               "prefill_tokens", "new_tokens", "free_blocks", "waiting", "active", "evicted")
 
-    def __init__(self, t0):
+    def __init__(self, t0, probe=False):
         self.t0 = t0
+        self.probe = probe  # time measure_batches.cpu_probe on the engine's thread before each iteration
         self.lock = threading.Lock()
         self.reset()
 
@@ -215,7 +216,11 @@ class Recorder:
         RS = cb_requests.RequestState
         orig_equiv = RS.create_equivalent_initial_request
 
+        if rec.probe:
+            from measure_batches import cpu_probe
+
         def prepare(self_):
+            probe_s = cpu_probe() if rec.probe else None
             t = perf_counter()
             ok = orig_prepare(self_)
             t1 = perf_counter()
@@ -233,6 +238,8 @@ class Recorder:
                     "waiting": len(self_.scheduler.waiting_requests), "active": len(self_.scheduler.active_requests),
                     "evicted": rec.pending_evictions,
                 }
+                if probe_s is not None:
+                    rec.cur["probe_s"] = probe_s
                 rec.pending_evictions = 0
             return ok
 
@@ -257,9 +264,9 @@ class Recorder:
             if cur is not None:
                 cur["update_s"] = perf_counter() - t
                 with rec.lock:
-                    for k in rec.FIELDS:
+                    for k in rec.FIELDS + (("probe_s",) if rec.probe else ()):
                         v = cur[k]
-                        rec.cols[k].append(round(v, 7) if isinstance(v, float) else v)
+                        rec.cols.setdefault(k, []).append(round(v, 7) if isinstance(v, float) else v)
                 rec.cur = None
             return r
 
@@ -531,6 +538,9 @@ def main():
                          "every --ladder-gap-s seconds: host-bound prefills of several sizes for the host fit; '' for none")
     ap.add_argument("--ladder-output", type=int, default=3)
     ap.add_argument("--ladder-gap-s", type=float, default=1.0)
+    ap.add_argument("--host-probe", action="store_true",
+                    help="before each iteration, time measure_batches.py's CPU work unit on the engine's thread "
+                         "(probe_s in the iteration log: the host's speed then; README.md \"The host's two speeds\")")
     ap.add_argument("--ladder-carrier", type=int, default=0,
                     help="> 0: a request with this many output tokens (prompt 128) starts the ladder a second "
                          "before its first prefill and decodes through it, so that the ladder's prefills join a "
@@ -594,7 +604,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     from time import perf_counter
     clock_t0 = perf_counter()
-    rec = Recorder(clock_t0)
+    rec = Recorder(clock_t0, probe=args.host_probe)
     rec.install()
 
     doc = {"format": FORMAT, "provenance": provenance(args), "models": {}, "runs": []}

@@ -133,72 +133,119 @@ TEST_CASE("serving batch: KV capacity is what weights and workspace leave, in wh
   CHECK_FALSE(BatchTimeModel(huge, c, e, 1, 1).kv_capacity(16, 8192, 256).fits());
 }
 
-TEST_CASE("serving batch: measured H100 iteration times (transformers eager), median error", "[serving][accuracy][measured]") {
-  const std::string root = CLUSTERSIM_SOURCE_DIR;
-  const auto doc = read_json_file(root + "/calibration/data/h100-sxm5-80gb/serving-batches-2026-11-26.json");
-  const ClusterModel c = h100();
-  // The engine the measurements ran: eager transformers, DynamicCache (torch.cat every
-  // step), sdpa with repeat_kv for GQA, no scheduler around the forward.
+namespace {
+
+// One case of measure_batches.py (clustersim-serving-batches/1) timed by the batch-time model in
+// the engine those measurements ran: eager transformers, DynamicCache (torch.cat every step),
+// sdpa with repeat_kv for GQA, no scheduler around the forward.
+double predict_measured_batch(const nlohmann::json& doc, const nlohmann::json& cs, std::int64_t& size) {
   EngineSpec e;
   e.launch = LaunchMode::eager;
   e.kv_layout = KvLayout::concat;
   e.gqa = GqaMode::repeat_kv;
+  const std::string name = cs.at("model");
+  const auto& md = doc.at("models").at(name);
+  ModelSpec m;
+  m.family = ModelFamily::llama;
+  m.hidden = md.at("hidden_size");
+  m.layers = md.at("num_hidden_layers");
+  m.heads = md.at("num_attention_heads");
+  m.kv_heads = md.at("num_key_value_heads");
+  m.ffn_hidden = md.at("intermediate_size");
+  m.vocab = md.at("vocab_size");
+  m.tie_embeddings = md.at("tie_word_embeddings");
+  m.seq_len = 8192;
+  const BatchTimeModel model(m, h100(), e, 1, 1);
+  const std::string kind = cs.at("kind");
+  const std::int64_t B = cs.at("B");
+  if (kind == "prefill") {
+    size = cs.at("L");
+    return model.prefill(B, size).total;
+  }
+  if (kind == "decode") {
+    size = cs.at("C");
+    BatchShape s;
+    s.decodes = B;
+    s.decode_context = double(B) * double(size + 1);
+    s.sampled = B;
+    return model.time(s).total;
+  }
+  // Chunks after the first: the median over positions 1.. of the predicted times.
+  size = cs.at("K");
+  const std::int64_t chunks = cs.at("chunks");
+  std::vector<double> p;
+  for (std::int64_t i = 1; i < chunks; ++i) {
+    BatchShape s;
+    s.prefills.push_back({size, i * size});
+    s.sampled = 1;
+    p.push_back(model.time(s).total);
+  }
+  return median(p);
+}
+
+double p90_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() * 9 / 10];
+}
+
+}  // namespace
+
+TEST_CASE("serving batch: measured H100 iteration times (transformers eager), median error", "[serving][accuracy][measured]") {
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const auto doc = read_json_file(root + "/calibration/data/h100-sxm5-80gb/serving-batches-2026-11-26.json");
   std::vector<double> errors;
   std::printf("\n%-9s %-8s %5s %6s %10s %10s %7s\n", "model", "kind", "B", "L/C/K", "measured", "predicted", "error");
   for (const auto& cs : doc.at("cases")) {
     if (cs.contains("error")) continue;
-    const std::string name = cs.at("model");
-    const auto& md = doc.at("models").at(name);
-    ModelSpec m;
-    m.family = ModelFamily::llama;
-    m.hidden = md.at("hidden_size");
-    m.layers = md.at("num_hidden_layers");
-    m.heads = md.at("num_attention_heads");
-    m.kv_heads = md.at("num_key_value_heads");
-    m.ffn_hidden = md.at("intermediate_size");
-    m.vocab = md.at("vocab_size");
-    m.tie_embeddings = md.at("tie_word_embeddings");
-    m.seq_len = 8192;
-    const BatchTimeModel model(m, c, e, 1, 1);
-    const std::string kind = cs.at("kind");
-    const std::int64_t B = cs.at("B");
-    double predicted = 0, measured = cs.at("median_s");
     std::int64_t size = 0;
-    if (kind == "prefill") {
-      size = cs.at("L");
-      predicted = model.prefill(B, size).total;
-    } else if (kind == "decode") {
-      size = cs.at("C");
-      BatchShape s;
-      s.decodes = B;
-      s.decode_context = double(B) * double(size + 1);
-      s.sampled = B;
-      predicted = model.time(s).total;
-    } else {
-      // Chunks after the first: the median over positions 1.. of the predicted times.
-      size = cs.at("K");
-      const std::int64_t chunks = cs.at("chunks");
-      std::vector<double> p;
-      for (std::int64_t i = 1; i < chunks; ++i) {
-        BatchShape s;
-        s.prefills.push_back({size, i * size});
-        s.sampled = 1;
-        p.push_back(model.time(s).total);
-      }
-      predicted = median(p);
-    }
+    const double predicted = predict_measured_batch(doc, cs, size), measured = cs.at("median_s");
     const double err = (predicted - measured) / measured;
     errors.push_back(std::fabs(err));
-    std::printf("%-9s %-8s %5lld %6lld %8.2fms %8.2fms %+6.1f%%\n", name.c_str(), kind.c_str(), (long long)B,
-                (long long)size, measured * 1e3, predicted * 1e3, 100 * err);
+    std::printf("%-9s %-8s %5lld %6lld %8.2fms %8.2fms %+6.1f%%\n", cs.at("model").get<std::string>().c_str(),
+                cs.at("kind").get<std::string>().c_str(), (long long)cs.at("B").get<std::int64_t>(), (long long)size,
+                measured * 1e3, predicted * 1e3, 100 * err);
   }
   const double med = median(errors);
-  std::vector<double> sorted = errors;
-  std::sort(sorted.begin(), sorted.end());
   std::printf("median |error| %.1f%%, p90 %.1f%% over %zu cases (issue goal: median <= 5%%)\n", 100 * med,
-              100 * sorted[sorted.size() * 9 / 10], errors.size());
+              100 * p90_of(errors), errors.size());
   CHECK(errors.size() >= 45);
   CHECK(med <= 0.15);
+}
+
+TEST_CASE("serving batch: the same cells with the host's speed probed, fast-host repeats", "[serving][accuracy][measured]") {
+  // measure_batches.py with its host-speed probe (2026-11-28, pinned to one CPU): every repeat
+  // carries the time of a fixed pure-Python work unit run just before it, and a repeat is fast
+  // when that is below probe_fast_ratio x the fastest probe of the process. The profile's eager
+  // host time per kernel was measured on a host at full speed; the cells' fast repeats are the
+  // ones to hold it against (calibration/serving/README.md, "The host's two speeds").
+  const std::string root = CLUSTERSIM_SOURCE_DIR;
+  const auto doc = read_json_file(root + "/calibration/data/h100-sxm5-80gb/serving-batches-2026-11-28.json");
+  std::vector<double> all_err, fast_err;
+  std::printf("\n%-9s %-8s %5s %6s %10s %12s %10s %8s %8s\n", "model", "kind", "B", "L/C/K", "all reps", "fast reps (n)",
+              "predicted", "vs all", "vs fast");
+  for (const auto& cs : doc.at("cases")) {
+    if (cs.contains("error")) continue;
+    std::int64_t size = 0;
+    const double predicted = predict_measured_batch(doc, cs, size), all = cs.at("median_s");
+    const int fast_n = cs.value("fast_n", 0);
+    // Fewer than 3 fast repeats: the cell's median over all stands (its host ran slow throughout).
+    const double fast = fast_n >= 3 ? cs.at("fast_median_s").get<double>() : all;
+    all_err.push_back(std::fabs(predicted - all) / all);
+    fast_err.push_back(std::fabs(predicted - fast) / fast);
+    std::printf("%-9s %-8s %5lld %6lld %8.2fms %8.2fms (%2d) %8.2fms %+7.1f%% %+7.1f%%\n",
+                cs.at("model").get<std::string>().c_str(), cs.at("kind").get<std::string>().c_str(),
+                (long long)cs.at("B").get<std::int64_t>(), (long long)size, all * 1e3, fast * 1e3, fast_n,
+                predicted * 1e3, 100 * (predicted - all) / all, 100 * (predicted - fast) / fast);
+  }
+  std::printf("median |error| against every repeat %.1f%% (p90 %.1f%%), against the fast-host repeats %.1f%% "
+              "(p90 %.1f%%) over %zu cases (issue goal: median <= 5%%)\n",
+              100 * median(all_err), 100 * p90_of(all_err), 100 * median(fast_err), 100 * p90_of(fast_err),
+              fast_err.size());
+  CHECK(fast_err.size() >= 45);
+  // Where the model stood when this data came in (8.7 % / 9.4 %): the bounds keep it from
+  // sliding back toward the unpinned 2026-11-26 run's 12.9 %.
+  CHECK(median(all_err) <= 0.10);
+  CHECK(median(fast_err) <= 0.10);
 }
 
 TEST_CASE("serving batch: the measured engine SDPA table steps with the kernel's waves", "[serving]") {
