@@ -69,15 +69,20 @@ PROBE_CALIBRATION_S = 3.0
 PROBE = {"enabled": True, "reference_s": float("inf")}
 
 
+def cpu_work(iterations):
+    """Seconds a fixed pure-Python loop of this many iterations takes now."""
+    t0 = time.perf_counter()
+    acc = 0
+    for i in range(iterations):
+        acc += i * i % 7
+    return time.perf_counter() - t0
+
+
 def cpu_probe():
     """Seconds one fixed pure-Python work unit takes now (about 0.3 ms fast, 0.55 ms slow)."""
     if not PROBE["enabled"]:
         return 0.0
-    t0 = time.perf_counter()
-    acc = 0
-    for i in range(5000):
-        acc += i * i % 7
-    dt = time.perf_counter() - t0
+    dt = cpu_work(5000)
     PROBE["reference_s"] = min(PROBE["reference_s"], dt)
     return dt
 
@@ -238,14 +243,22 @@ def stats(times):
             "n": len(times), "times_s": times}
 
 
-def timed(fn):
+def timed_host(fn):
+    """fn() between two CUDA events: (GPU-side seconds, host seconds from the call to its return, result)."""
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     start.record()
+    t0 = time.perf_counter()
     out = fn()
+    t1 = time.perf_counter()
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) / 1000.0, out
+    return start.elapsed_time(end) / 1000.0, t1 - t0, out
+
+
+def timed(fn):
+    t, _, out = timed_host(fn)
+    return t, out
 
 
 def ids(b, n, vocab):

@@ -26,7 +26,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_batches import build_cache, build_model, ids, logits_kwargs  # noqa: E402
+from measure_batches import build_cache, build_model, cpu_work, ids, logits_kwargs, timed_host  # noqa: E402
 
 
 def proc_stat():
@@ -54,34 +54,21 @@ class Sampler(threading.Thread):
             time.sleep(0.5)
 
 
-def cpu_unit():
-    s = 0
-    for i in range(20000):
-        s += i * i % 7
-    return s
-
-
 def run_cpu(seconds):
     out, end = [], time.perf_counter() + seconds
     while time.perf_counter() < end:
         t0 = time.perf_counter()
-        cpu_unit()
-        out.append([t0, time.perf_counter() - t0])
+        out.append([t0, cpu_work(20000)])
     return out
 
 
 def run_fwd(call, seconds):
     out, end = [], time.perf_counter() + seconds
     while time.perf_counter() < end:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
         t0 = time.perf_counter()
-        o = call()
-        t1 = time.perf_counter()
-        e.record()
-        e.synchronize()
+        t_event, t_host, o = timed_host(call)
         del o
-        out.append([t0, t1 - t0, s.elapsed_time(e) / 1e3])
+        out.append([t0, t_host, t_event])
     return out
 
 

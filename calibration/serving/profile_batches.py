@@ -23,14 +23,14 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_batches import build_cache, build_model, ids, logits_kwargs, new_cache, provenance  # noqa: E402
+from measure_batches import (build_cache, build_model, ids, logits_kwargs, new_cache, provenance,  # noqa: E402
+                            timed_host)
 
 DEFAULT = ["llama-8b:decode:1:128", "llama-8b:decode:1:1024", "llama-8b:decode:1:4096", "llama-8b:decode:8:1024",
            "llama-8b:decode:32:128", "llama-8b:decode:128:128", "llama-8b:decode:32:1024", "llama-8b:prefill:1:128",
@@ -66,19 +66,13 @@ def time_calls(call, state, repeats):
     ev, host = [], []
     for i in range(2 + repeats):
         torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        t0 = time.perf_counter()
-        out = call()
-        t1 = time.perf_counter()
-        e.record()
-        e.synchronize()
+        t_event, t_host, out = timed_host(call)
         del out
         if state is not None:
             state[0].crop(state[1])
         if i >= 2:
-            ev.append(s.elapsed_time(e) / 1e3)
-            host.append(t1 - t0)
+            ev.append(t_event)
+            host.append(t_host)
     return {"event_median_s": statistics.median(ev), "event_s": ev, "host_median_s": statistics.median(host),
             "host_s": host}
 
