@@ -5,7 +5,7 @@ Reads an iteration log written by `measure_engine.py --host-probe` (probe_s: mea
 CPU work unit timed on the engine's thread just before the iteration) and the process's host fit
 (fit_engine_host.py on the same log), and prints per run: the probe's p10/p50/p90, the
 correlation of the probe with the launch residual (measured - fitted), and the median residual
-of the iterations whose probe was fast (below measure_batches.FAST_RATIO x the run's fastest
+of the iterations whose probe was fast (below host_speed.FAST_RATIO x the run's fastest
 probe) and slow.
 
   host_probe_residuals.py ITERATIONS_JSON[.gz] HOST_JSON
@@ -18,7 +18,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-FAST_RATIO = 1.34  # measure_batches.FAST_RATIO (that module imports torch)
+from host_speed import FAST_RATIO  # noqa: E402
 
 
 def load(path):

@@ -28,18 +28,19 @@ Timing: CUDA events recorded around the forward call on the current stream (so h
 overhead shows up as GPU idle time between the events, as it does in an eager engine); warm-up
 forwards first, then the median of >= 5 repeats. The process runs on one CPU (--pin-cpu).
 
-The host's speed (--probe, the default): the machines' virtual CPUs run in two speeds, stretches
-of seconds each, one about 1.8x slower than the other (probe_host_state.py, README.md "The
-host's two speeds"): a fixed pure-Python work unit (cpu_probe) and a host-bound forward slow
-down together. Before every timed forward (every chunk of a chunked pass) the probe times the
-work unit on the same thread; "probe_s" lists it per repeat. A repeat is "fast" when its probe
-is below FAST_RATIO x the fastest probe the process has seen (probe_reference_s in the
-provenance: the fastest of PROBE_CALIBRATION_S of probes at start, lowered by any faster probe
-later). Prefill and decode cells repeat until --repeats fast repeats or --max-repeats or
---cell-seconds; chunked cells run passes until --chunk-passes passes had every later chunk fast
-or the same limits. Each cell then also has "fast_median_s" / "fast_n" and "slow_median_s" /
-"slow_n" beside the median over all repeats. Peak memory: torch.cuda.max_memory_allocated()
-over the case (peak statistics reset at its start). Each case runs in try/except; an OOM is
+The host's speed (the default; --no-probe leaves it out): the machines' virtual CPUs run in two
+speeds, stretches of seconds each, one about 1.8x slower than the other (probe_host_state.py,
+README.md "The host's two speeds"): a fixed pure-Python work unit (host_speed.cpu_probe) and a
+host-bound forward slow down together. Before every timed forward (every chunk of a chunked
+pass) the probe times the work unit on the same thread; "probe_s" lists it per repeat. A repeat
+is "fast" when its probe is below FAST_RATIO x the fastest probe the process has seen
+(probe_reference_s in the provenance: the fastest of PROBE_CALIBRATION_S of probes at start,
+lowered by any faster probe later). Prefill and decode cells repeat until --repeats fast
+repeats or --max-repeats or --cell-seconds; chunked cells run passes until --chunk-passes
+passes had every later chunk fast or the same limits. Each cell then also has "fast_median_s"
+/ "fast_n" and "slow_median_s" / "slow_n" beside the median over all repeats.
+
+Peak memory: torch.cuda.max_memory_allocated() over the case (peak statistics reset at its start). Each case runs in try/except; an OOM is
 recorded as {"error": "oom"} followed by torch.cuda.empty_cache().
 
 Example:
@@ -62,55 +63,16 @@ import traceback
 
 import torch
 
+from host_speed import FAST_RATIO, PROBE, calibrate_probe, cpu_probe, is_fast, split_modes
+
 FORMAT = "clustersim-serving-batches/1"
-# The two host speeds are about 1.8x apart; sqrt(1.8) = 1.34 splits them evenly on a log scale.
-FAST_RATIO = 1.34
-PROBE_CALIBRATION_S = 3.0
-PROBE = {"enabled": True, "reference_s": float("inf")}
-
-
-def cpu_work(iterations):
-    """Seconds a fixed pure-Python loop of this many iterations takes now."""
-    t0 = time.perf_counter()
-    acc = 0
-    for i in range(iterations):
-        acc += i * i % 7
-    return time.perf_counter() - t0
-
-
-def cpu_probe():
-    """Seconds one fixed pure-Python work unit takes now (about 0.3 ms fast, 0.55 ms slow)."""
-    if not PROBE["enabled"]:
-        return 0.0
-    dt = cpu_work(5000)
-    PROBE["reference_s"] = min(PROBE["reference_s"], dt)
-    return dt
-
-
-def is_fast(probe_s):
-    return not PROBE["enabled"] or probe_s < FAST_RATIO * PROBE["reference_s"]
-
-
-def calibrate_probe():
-    end = time.perf_counter() + PROBE_CALIBRATION_S
-    while time.perf_counter() < end:
-        cpu_probe()
-
-
-def split_modes(times, probes):
-    fast = [t for t, p in zip(times, probes) if is_fast(p)]
-    slow = [t for t, p in zip(times, probes) if not is_fast(p)]
-    return {"probe_s": probes, "fast_n": len(fast), "slow_n": len(slow),
-            "fast_median_s": statistics.median(fast) if fast else None,
-            "slow_median_s": statistics.median(slow) if slow else None}
-
-
+SOURCE = "calibration/serving/measure_batches.py"
 def enough(times, probes, args, t_start):
     fast = sum(1 for p in probes if is_fast(p))
     if fast >= args.repeats and len(times) >= args.repeats:
         return True
     return len(times) >= args.max_repeats or time.time() - t_start > args.cell_seconds
-SOURCE = "calibration/serving/measure_batches.py"
+
 
 MODELS = {
     "llama-1b": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,

@@ -179,7 +179,7 @@ class Recorder:
 
     def __init__(self, t0, probe=False):
         self.t0 = t0
-        self.probe = probe  # time measure_batches.cpu_probe on the engine's thread before each iteration
+        self.probe = probe  # time host_speed.cpu_probe on the engine's thread before each iteration
         self.lock = threading.Lock()
         self.reset()
 
@@ -217,7 +217,7 @@ class Recorder:
         orig_equiv = RS.create_equivalent_initial_request
 
         if rec.probe:
-            from measure_batches import cpu_probe
+            from host_speed import cpu_probe
 
         def prepare(self_):
             probe_s = cpu_probe() if rec.probe else None
@@ -539,7 +539,7 @@ def main():
     ap.add_argument("--ladder-output", type=int, default=3)
     ap.add_argument("--ladder-gap-s", type=float, default=1.0)
     ap.add_argument("--host-probe", action="store_true",
-                    help="before each iteration, time measure_batches.py's CPU work unit on the engine's thread "
+                    help="before each iteration, time host_speed.py's CPU work unit on the engine's thread "
                          "(probe_s in the iteration log: the host's speed then; README.md \"The host's two speeds\")")
     ap.add_argument("--ladder-carrier", type=int, default=0,
                     help="> 0: a request with this many output tokens (prompt 128) starts the ladder a second "

@@ -26,7 +26,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_batches import build_cache, build_model, cpu_work, ids, logits_kwargs, timed_host  # noqa: E402
+from host_speed import cpu_work  # noqa: E402
+from measure_batches import build_cache, build_model, ids, logits_kwargs, timed_host  # noqa: E402
 
 
 def proc_stat():
