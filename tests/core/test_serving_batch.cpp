@@ -213,39 +213,46 @@ TEST_CASE("serving batch: measured H100 iteration times (transformers eager), me
 }
 
 TEST_CASE("serving batch: the same cells with the host's speed probed, fast-host repeats", "[serving][accuracy][measured]") {
-  // measure_batches.py with its host-speed probe (2026-11-28, pinned to one CPU): every repeat
-  // carries the time of a fixed pure-Python work unit run just before it, and a repeat is fast
-  // when that is below probe_fast_ratio x the fastest probe of the process. The profile's eager
-  // host time per kernel was measured on a host at full speed; the cells' fast repeats are the
-  // ones to hold it against (calibration/serving/README.md, "The host's two speeds").
+  // measure_batches.py with its host-speed probe (2026-11-28, pinned to one CPU), on two leases:
+  // every repeat carries the time of a fixed pure-Python work unit run just before it, and a
+  // repeat is fast when that is below probe_fast_ratio x the fastest probe of the process. The
+  // profile's eager host time per kernel was measured on a host at full speed; the cells' fast
+  // repeats are the ones to hold it against (calibration/serving/README.md, "The host's two
+  // speeds"). The second lease's host ran its host-bound cells 1.3-1.5x slower than the first's,
+  // fast repeats included: the host's speed differs between machines as well as over seconds.
   const std::string root = CLUSTERSIM_SOURCE_DIR;
-  const auto doc = read_json_file(root + "/calibration/data/h100-sxm5-80gb/serving-batches-2026-11-28.json");
-  std::vector<double> all_err, fast_err;
-  std::printf("\n%-9s %-8s %5s %6s %10s %12s %10s %8s %8s\n", "model", "kind", "B", "L/C/K", "all reps", "fast reps (n)",
-              "predicted", "vs all", "vs fast");
-  for (const auto& cs : doc.at("cases")) {
-    if (cs.contains("error")) continue;
-    std::int64_t size = 0;
-    const double predicted = predict_measured_batch(doc, cs, size), all = cs.at("median_s");
-    const int fast_n = cs.value("fast_n", 0);
-    // Fewer than 3 fast repeats: the cell's median over all stands (its host ran slow throughout).
-    const double fast = fast_n >= 3 ? cs.at("fast_median_s").get<double>() : all;
-    all_err.push_back(std::fabs(predicted - all) / all);
-    fast_err.push_back(std::fabs(predicted - fast) / fast);
-    std::printf("%-9s %-8s %5lld %6lld %8.2fms %8.2fms (%2d) %8.2fms %+7.1f%% %+7.1f%%\n",
-                cs.at("model").get<std::string>().c_str(), cs.at("kind").get<std::string>().c_str(),
-                (long long)cs.at("B").get<std::int64_t>(), (long long)size, all * 1e3, fast * 1e3, fast_n,
-                predicted * 1e3, 100 * (predicted - all) / all, 100 * (predicted - fast) / fast);
+  std::vector<double> medians_all, medians_fast;
+  for (const char* file : {"serving-batches-2026-11-28.json", "serving-batches-run2-2026-11-28.json"}) {
+    const auto doc = read_json_file(root + "/calibration/data/h100-sxm5-80gb/" + file);
+    std::vector<double> all_err, fast_err;
+    std::printf("\n%s\n%-9s %-8s %5s %6s %10s %12s %10s %8s %8s\n", file, "model", "kind", "B", "L/C/K", "all reps",
+                "fast reps (n)", "predicted", "vs all", "vs fast");
+    for (const auto& cs : doc.at("cases")) {
+      if (cs.contains("error")) continue;
+      std::int64_t size = 0;
+      const double predicted = predict_measured_batch(doc, cs, size), all = cs.at("median_s");
+      const int fast_n = cs.value("fast_n", 0);
+      // Fewer than 3 fast repeats: the cell's median over all stands (its host ran slow throughout).
+      const double fast = fast_n >= 3 ? cs.at("fast_median_s").get<double>() : all;
+      all_err.push_back(std::fabs(predicted - all) / all);
+      fast_err.push_back(std::fabs(predicted - fast) / fast);
+      std::printf("%-9s %-8s %5lld %6lld %8.2fms %8.2fms (%2d) %8.2fms %+7.1f%% %+7.1f%%\n",
+                  cs.at("model").get<std::string>().c_str(), cs.at("kind").get<std::string>().c_str(),
+                  (long long)cs.at("B").get<std::int64_t>(), (long long)size, all * 1e3, fast * 1e3, fast_n,
+                  predicted * 1e3, 100 * (predicted - all) / all, 100 * (predicted - fast) / fast);
+    }
+    std::printf("median |error| against every repeat %.1f%% (p90 %.1f%%), against the fast-host repeats %.1f%% "
+                "(p90 %.1f%%) over %zu cases (issue goal: median <= 5%%)\n",
+                100 * median(all_err), 100 * p90_of(all_err), 100 * median(fast_err), 100 * p90_of(fast_err),
+                fast_err.size());
+    CHECK(fast_err.size() >= 45);
+    medians_all.push_back(median(all_err));
+    medians_fast.push_back(median(fast_err));
   }
-  std::printf("median |error| against every repeat %.1f%% (p90 %.1f%%), against the fast-host repeats %.1f%% "
-              "(p90 %.1f%%) over %zu cases (issue goal: median <= 5%%)\n",
-              100 * median(all_err), 100 * p90_of(all_err), 100 * median(fast_err), 100 * p90_of(fast_err),
-              fast_err.size());
-  CHECK(fast_err.size() >= 45);
-  // Where the model stood when this data came in (8.7 % / 9.4 %): the bounds keep it from
-  // sliding back toward the unpinned 2026-11-26 run's 12.9 %.
-  CHECK(median(all_err) <= 0.10);
-  CHECK(median(fast_err) <= 0.10);
+  // Where the model stood when these data came in (first lease 8.7 % / 9.4 %, second printed
+  // above): the bounds keep it from sliding back toward the unpinned 2026-11-26 run's 12.9 %.
+  CHECK(medians_all[0] <= 0.10);
+  CHECK(medians_fast[0] <= 0.10);
 }
 
 TEST_CASE("serving batch: the measured engine SDPA table steps with the kernel's waves", "[serving]") {
