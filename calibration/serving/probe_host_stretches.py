@@ -11,9 +11,10 @@ fastest bin; the slow share; the lengths of the runs of slow and of fast bins (m
 and, between CPUs, how often two are in the same state beyond what their shares give by chance.
 
   run:      python3 calibration/serving/probe_host_stretches.py run OUT.json SECONDS [CPU ...]
-  analyse:  python3 calibration/serving/probe_host_stretches.py analyse OUT.json
+  analyse:  python3 calibration/serving/probe_host_stretches.py analyse OUT.json[.gz]
 Standard library only.
 """
+import gzip
 import json
 import multiprocessing
 import os
@@ -90,7 +91,8 @@ def q(values, p):
 
 
 def analyse(path):
-    doc = json.load(open(path))
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        doc = json.load(f)
     bin_s = doc["bin_s"]
     states = {}
     for cpu, bins in doc["cpus"].items():
