@@ -18,6 +18,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fit_engine_host import TERMS, features, predict  # noqa: E402
 from host_speed import FAST_RATIO  # noqa: E402
 
 
@@ -33,8 +34,8 @@ def main():
         if "probe_s" not in c or len(c["probe_s"]) < 5:
             continue
         fit = host["models"][r["model"]]["launch"]
-        pred = [fit["fixed_s"] + fit["per_request_s"] * c["n_req"][i] + fit["per_prefill_token_s"] *
-                c["prefill_tokens"][i] + fit["per_kv_token_s"] * c["kv_read"][i] for i in range(len(c["probe_s"]))]
+        coef = [fit[t] for t in TERMS]
+        pred = [predict(coef, features(c, i)) for i in range(len(c["probe_s"]))]
         pr = c["probe_s"]
         res = [c["launch_s"][i] - pred[i] for i in range(len(pr))]
         n = len(pr)

@@ -34,7 +34,7 @@ import measure_batches  # noqa: E402
 from host_speed import FAST_RATIO, PROBE, calibrate_probe, cpu_probe, split_modes  # noqa: E402
 from measure_batches import build_cache, build_model, ids, logits_kwargs, new_cache, timed_host  # noqa: E402
 
-WIDTHS = {"llama-1b": 2048, "llama-8b": 4096}
+WIDTHS = ("llama-1b", "llama-8b")  # measure_batches.MODELS whose widths the short models take
 LAYERS = (2, 6)
 TOKENS = 32
 REPEATS = 300
