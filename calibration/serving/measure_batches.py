@@ -15,7 +15,13 @@ Cases (per model):
                        [B, 1] with that cache) timed per repeat. After every step the cache is
                        cropped back to C (DynamicCache.crop), so every repeat sees context exactly C
                        ("cache_handling": "crop"); without crop the steps run successively and the
-                       context grows by one per step ("cache_handling": "successive").
+                       context grows by one per step ("cache_handling": "successive"). crop leaves
+                       each layer's K and V as views of the longer tensor; their next torch.cat then
+                       takes PyTorch's strided concatenation (about 0.7 TB/s, measure_eager_kernels.py
+                       cat_cropped) where an engine's growing cache is contiguous (2.7 TB/s,
+                       cat_cache). So the cropped K and V are copied to contiguous tensors after every
+                       step, outside the timed region ("cache_handling": "crop-contiguous");
+                       --cropped-view keeps the views (the tables before 2026-11-28's third lease).
                        Cases whose KV cache plus weights clearly exceed the GPU memory are recorded
                        as {"error": "oom", "predicted": true} without trying.
   chunked  K           one request, prompt --chunk-prompt (4096), processed in chunks of K tokens,
@@ -268,6 +274,23 @@ def build_cache(model, b, c, vocab, budget, lk):
     return cache, step
 
 
+def contiguous_cache(cache):
+    """Each layer's K and V made contiguous (after crop they are views of longer tensors)."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        for layer in layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name, None)
+                if t is not None and not t.is_contiguous():
+                    setattr(layer, name, t.contiguous())
+    else:  # older transformers: key_cache / value_cache lists
+        for lst in (getattr(cache, "key_cache", []), getattr(cache, "value_cache", [])):
+            for i, t in enumerate(lst):
+                if not t.is_contiguous():
+                    lst[i] = t.contiguous()
+    torch.cuda.synchronize()
+
+
 def case_decode(model, info, b, c, args, lk):
     vocab = info["vocab_size"]
     kv_bytes = 2 * info["num_hidden_layers"] * info["num_key_value_heads"] * info["head_dim"] * 2 * b * c
@@ -287,6 +310,8 @@ def case_decode(model, info, b, c, args, lk):
         del out
         if can_crop:
             cache.crop(c)
+            if not args.cropped_view:
+                contiguous_cache(cache)
         if i >= args.warmup:
             times.append(t)
             probes.append(p)
@@ -294,7 +319,7 @@ def case_decode(model, info, b, c, args, lk):
     r = stats(times)
     r.update(split_modes(times, probes))
     r.update({"tokens": b, "context": c, "kv_cache_bytes": kv_bytes,
-              "cache_handling": "crop" if can_crop else "successive",
+              "cache_handling": ("crop" if args.cropped_view else "crop-contiguous") if can_crop else "successive",
               "context_after": cache_len(cache), "build_chunk_positions": step,
               "tokens_per_s": b / r["median_s"]})
     del cache
@@ -419,6 +444,8 @@ def main():
                          "(measure_inference_host.py) in this process")
     ap.add_argument("--no-probe", action="store_true",
                     help="no host-speed probe: --repeats repeats, as before 2026-11-28")
+    ap.add_argument("--cropped-view", action="store_true",
+                    help="decode cells: keep the cache's K and V as crop()'s views (see the docstring)")
     ap.add_argument("--build-tokens", type=int, default=16384,
                     help="max tokens per forward when building a decode KV cache")
     args = ap.parse_args()
@@ -445,8 +472,9 @@ def main():
             # process on 2- and 6-layer models of this width (measure_inference_host.py), just before
             # this model's cells: the host calibration the table is held against.
             from measure_inference_host import derive, measure_width
-            cases = measure_width(name)
-            doc.setdefault("inference_host", {})[name] = {"cases": cases, "per_layer": derive(cases, name)}
+            cases, paired = measure_width(name)
+            doc.setdefault("inference_host", {})[name] = {"cases": cases, "per_layer": derive(cases, name),
+                                                          "paired": paired}
         t0 = time.time()
         try:
             model, info = build_model(name)

@@ -16,6 +16,22 @@ plus each output written once:
   cast_up      x.float(), x contiguous bf16 (LoadWithCast unrolled path)
   cast_down    x.to(bf16), x contiguous fp32
   add_mixed    a + b with a fp32 and b bf16 (type promotion)
+  cat_cache    torch.cat([cache, new], dim=-2): cache a contiguous [b, h, s, d] bf16 tensor, new one
+               token [b, h, 1, d] viewed from a [b, 1, h, d] tensor (transformers' DynamicCache
+               update: the key or value after rotary keeps the projection's [b, s, h, d] layout)
+  cat_cropped  cat_cache with the cache a [b, h, s, d] view of a [b, h, s + 1, d] tensor (the cache after
+               DynamicCache.crop(s), as measure_batches.py's decode cells without --contiguous-cache)
+  cat_first    torch.cat([empty, k], dim=-2), k a [b, h, s, d] view of a [b, s, h, d] tensor (a fresh
+               DynamicCache's first update in a prefill)
+  cat_halves   torch.cat((n2, x1), dim=-1): x a [b, h, s, d] view of a [b, s, h, d] tensor, x1 its
+               first half of d, n2 = -(second half) made beforehand (rotate_half's concatenation)
+
+--kinds limits the run to some of these (comma-separated); the default runs all.
+
+Timing one launch between two events on an idle GPU includes the host's dispatch of the op
+(15-20 us from Python: the times are flat up to 32 MB), which a forward whose kernels queue ahead
+of the GPU does not pay. --graphs times 20 launches of the op captured in one CUDA graph instead:
+the kernels' own time ("timing": "cuda-graph" in the output).
 
   python3 measure_eager_kernels.py --out FILE.json
 """
@@ -23,8 +39,39 @@ import argparse, datetime, json, platform, statistics, sys
 import torch
 import torch.nn.functional as F
 
+GRAPHS = {"on": False}
+
+
+def timed_graph(fn, reps=15, launches=20):
+    """The op's kernel time without the host: `launches` copies of it captured in one CUDA graph,
+    replayed between two events; per launch = replay time / launches (median of reps)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(launches):
+            fn()  # each output freed at once: the graph's pool reuses its memory
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3 / launches)
+    del g
+    return statistics.median(times), min(times)
+
 
 def timed(fn, reps=15, warmup=3):
+    if GRAPHS["on"]:
+        return timed_graph(fn, reps)
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -42,12 +89,19 @@ def timed(fn, reps=15, warmup=3):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
+    p.add_argument("--kinds", default="", help="comma-separated subset of the kinds above (default: all)")
+    p.add_argument("--graphs", action="store_true",
+                   help="time each op as 20 launches captured in one CUDA graph (no host dispatch between them)")
     args = p.parse_args()
+    GRAPHS["on"] = args.graphs
+    only = set(k for k in args.kinds.split(",") if k)
     dev = torch.device("cuda")
     bf, f32 = torch.bfloat16, torch.float32
     results = []
 
     def record(kind, elements, nbytes, fn, shape):
+        if only and kind not in only:
+            return
         med, best = timed(fn)
         results.append({"kernel": kind, "elements": elements, "bytes": nbytes, "shape": shape,
                         "median_s": med, "min_s": best, "bandwidth_Bps": nbytes / med})
@@ -79,12 +133,27 @@ def main():
         af = torch.randn(n, device=dev, dtype=f32)
         record("cast_down", n, 6 * n, lambda: af.to(bf), [n])
         record("add_mixed", n, (4 + 2 + 4) * n, lambda: af + a, [n])
-        del x, c, a, b, xb, cb, y, xt, af
+        kb, kh, kd = 4, 8, 128
+        ks = max(1, n // (kb * kh * kd))
+        cache = torch.randn(kb, kh, ks, kd, device=dev, dtype=bf)
+        new = torch.randn(kb, 1, kh, kd, device=dev, dtype=bf).transpose(1, 2)
+        record("cat_cache", cache.numel() + new.numel(), 2 * 2 * (cache.numel() + new.numel()),
+               lambda: torch.cat([cache, new], dim=-2), [kb, kh, ks, kd])
+        cropped = torch.randn(kb, kh, ks + 1, kd, device=dev, dtype=bf)[:, :, :ks, :]
+        record("cat_cropped", cropped.numel() + new.numel(), 2 * 2 * (cropped.numel() + new.numel()),
+               lambda: torch.cat([cropped, new], dim=-2), [kb, kh, ks, kd])
+        xh = torch.randn(kb, ks, kh, kd, device=dev, dtype=bf).transpose(1, 2)
+        empty = torch.tensor([], device=dev, dtype=bf)
+        record("cat_first", xh.numel(), 2 * 2 * xh.numel(), lambda: torch.cat([empty, xh], dim=-2), [kb, kh, ks, kd])
+        x1, n2 = xh[..., : kd // 2], -xh[..., kd // 2:]
+        record("cat_halves", xh.numel(), 2 * 2 * xh.numel(), lambda: torch.cat((n2, x1), dim=-1), [kb, kh, ks, kd])
+        del x, c, a, b, xb, cb, y, xt, af, cache, new, cropped, xh, x1, n2, empty
         torch.cuda.empty_cache()
         print("2^%d done" % log2, flush=True)
 
     props = torch.cuda.get_device_properties(0)
     doc = {"format": "clustersim-eager-kernels/1", "source": "calibration/training/measure_eager_kernels.py",
+           "timing": "cuda-graph" if args.graphs else "single-launch",
            "bytes_convention": "each input read once + each output written once; broadcast operands once",
            "environment": {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
                            "python": platform.python_version(),
