@@ -29,11 +29,14 @@ namespace {
 struct FitCommand {
   std::string data_file, base = "h100-sxm5-80gb-datasheet", name, out;
   std::vector<std::string> attention_files;  // one per kernel library (FlashAttention-2, cuDNN)
-  std::string eager_file;    // eager PyTorch kernels by access path (measure_eager_kernels.py)
+  // eager PyTorch kernels by access path (measure_eager_kernels.py); a path measured in an
+  // earlier file is not read again from a later one
+  std::vector<std::string> eager_files;
   std::string host_file;     // host dispatch costs (measure_host.py)
   std::string dtensor_bias_file;  // DTensor GPT steps with and without biases (measure_parallel.py)
   std::vector<std::string> dtensor_optimizer_files;  // DTensor optimizer steps (measure_dtensor_params.py)
   std::vector<std::string> dtensor_loss_files;  // DTensor loss_parallel (measure_dtensor_params.py --loss-only)
+  std::vector<std::string> inference_host_files;  // eager inference forward (measure_inference_host.py)
   std::string overlap_file;  // overlap interference (calibration/nccl's overlap benchmark)
   std::vector<std::string> nccl_files;
   std::string db, hardware;  // fit from samples stored by `calibrate import`
@@ -116,12 +119,12 @@ int fit(const FitCommand& c) {
     data = read_microbenchmarks(c.data_file);
     for (const auto& f : c.attention_files) read_attention_benchmarks(f, data);
   }
-  if (!c.eager_file.empty()) read_eager_kernels(c.eager_file, data);
+  for (const auto& f : c.eager_files) read_eager_kernels(f, data);
   FitReport rep;
   GpuProfile fitted = fit_profile(*base, data, {c.holdout, c.name}, &rep);
-  if (!c.eager_file.empty())
+  for (const auto& f : c.eager_files)
     fitted.sources.push_back("eager PyTorch kernels by access path measured by "
-                             "calibration/training/measure_eager_kernels.py: " + c.eager_file);
+                             "calibration/training/measure_eager_kernels.py: " + f);
   if (!c.host_file.empty()) {
     fitted.host = fit_host_dispatch(c.host_file);
     fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + c.host_file);
@@ -151,6 +154,17 @@ int fit(const FitCommand& c) {
     for (const auto& f : c.dtensor_loss_files) files += (files.empty() ? "" : ", ") + f;
     fitted.sources.push_back("DTensor loss_parallel host cost (calibration/training/measure_dtensor_params.py "
                              "--loss-only): " + files);
+  }
+  if (!c.inference_host_files.empty()) {
+    if (c.host_file.empty())
+      throw InputError("<command line>", "--inference-host", "needs --host (the host dispatch section it joins)");
+    const InferenceHost ih = fit_inference_host(c.inference_host_files);
+    fitted.host.inference_per_kernel = ih.per_kernel;
+    fitted.host.inference_forward = ih.forward;
+    std::string files;
+    for (const auto& f : c.inference_host_files) files += (files.empty() ? "" : ", ") + f;
+    fitted.sources.push_back("eager inference forward host cost of transformers' Llama "
+                             "(calibration/serving/measure_inference_host.py): " + files);
   }
   if (!c.overlap_file.empty()) {
     fitted.interference = fit_overlap_interference(c.overlap_file);
@@ -200,6 +214,10 @@ int fit(const FitCommand& c) {
                format_seconds(h.dtensor_optimizer_param), format_seconds(h.dtensor_loss_forward),
                format_seconds(h.dtensor_loss_backward), format_seconds(h.ddp_per_layer),
                format_seconds(h.fsdp_per_unit), format_seconds(h.fsdp_mixed_per_unit), format_seconds(h.fsdp2_per_unit));
+    if (h.inference_per_kernel > 0)
+      fmt::print("eager inference (transformers' Llama, inference mode): {} per kernel, {} per forward outside "
+                 "its kernels\n",
+                 format_seconds(h.inference_per_kernel), format_seconds(h.inference_forward));
   }
   if (!c.nccl_files.empty()) {
     std::vector<std::string> notes;
@@ -278,8 +296,9 @@ const Registration calibrate_command{
       f->add_option("--hardware", c->hardware, "with --db: the profile name the samples were imported under");
       f->add_option("--attention", c->attention_files,
                     "fused-attention timings, one file per kernel library (clustersim-sdpa-flash or clustersim-sdpa JSON)");
-      f->add_option("--eager", c->eager_file,
-                    "eager PyTorch elementwise kernels by access path (clustersim-eager-kernels JSON)");
+      f->add_option("--eager", c->eager_files,
+                    "eager PyTorch elementwise kernels by access path (clustersim-eager-kernels JSON); repeat for "
+                    "files measuring other paths: a path an earlier file measured is not read from a later one");
       f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
       f->add_option("--dtensor-bias", c->dtensor_bias_file,
                     "DTensor GPT steps with and without biases (clustersim-dtensor-bias JSON); needs --host");
@@ -289,6 +308,9 @@ const Registration calibrate_command{
       f->add_option("--dtensor-loss", c->dtensor_loss_files,
                     "the loss_parallel cross entropy against the plain one (clustersim-host-dispatch JSON of "
                     "measure_dtensor_params.py --loss-only; repeat for each run); needs --host");
+      f->add_option("--inference-host", c->inference_host_files,
+                    "eager inference forwards of transformers' Llama with 2 and 6 layers (clustersim-inference-host "
+                    "JSON, measure_inference_host.py; repeat for each run); needs --host");
       f->add_option("--overlap", c->overlap_file, "overlap interference (calibration/nccl's clustersim-overlap-bench JSON)");
       f->add_option("--nccl", c->nccl_files,
                     "NCCL collective timings (clustersim-nccl-bench JSON; repeat for each GPU count), fitted into the "

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <fmt/format.h>
@@ -58,6 +59,8 @@ MemoryKind memory_kind_of(const std::string& kernel) {
   if (kernel == "eager-silu_chunk" || kernel == "eager-transpose") return MemoryKind::noncontiguous;
   if (kernel == "eager-cast_up") return MemoryKind::cast_up;
   if (kernel == "eager-add_mixed") return MemoryKind::mixed_add;
+  if (kernel == "eager-cat_cropped" || kernel == "eager-cat_first" || kernel == "eager-cat_halves")
+    return MemoryKind::concat;
   if (kernel.rfind("layernorm", 0) == 0 || kernel.rfind("rmsnorm", 0) == 0) return MemoryKind::norm;
   if (kernel.rfind("softmax", 0) == 0) return MemoryKind::softmax;
   if (kernel.rfind("adam", 0) == 0) return MemoryKind::optimizer;
@@ -236,27 +239,37 @@ void read_eager_kernels(const std::string& file, Microbenchmarks& into) {
   if (!doc.is_object() || doc.value("format", "") != "clustersim-eager-kernels/1")
     throw InputError(file, "/format", "expected \"clustersim-eager-kernels/1\"");
   const auto& results = doc.value("results", nlohmann::json::array());
-  std::size_t added = 0;
+  std::set<std::string> earlier;  // paths an earlier eager file supplied
+  for (const auto& m : into.memory)
+    if (m.kernel.rfind("eager-", 0) == 0) earlier.insert(m.kernel);
+  std::size_t added = 0, known = 0;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     const std::string path = json_path("/results", i);
     const std::string kernel = r.value("kernel", "");
-    // The contiguous multiply and the fp32 -> bf16 cast take the vectorized path that the
-    // microbenchmark's elementwise kernels already measure.
-    if (kernel == "contiguous" || kernel == "cast_down") continue;
+    // The contiguous multiply, the fp32 -> bf16 cast and the concatenation of contiguous
+    // inputs take the vectorized path that the microbenchmark's elementwise kernels measure.
+    if (kernel == "contiguous" || kernel == "cast_down" || kernel == "cat_cache") continue;
     const std::string name = "eager-" + kernel;
     if (memory_kind_of(name) == MemoryKind::elementwise) {
-      diag.error(json_path(path, "kernel"), fmt::format("unknown kernel path \"{}\" (expected strided, broadcast, "
-                                                        "silu_chunk, transpose, cast_up, add_mixed, contiguous or cast_down)",
-                                                        kernel));
+      diag.error(json_path(path, "kernel"),
+                 fmt::format("unknown kernel path \"{}\" (expected strided, broadcast, silu_chunk, transpose, cast_up, "
+                             "add_mixed, cat_cropped, cat_first, cat_halves, contiguous, cast_down or cat_cache)",
+                             kernel));
+      continue;
+    }
+    if (earlier.count(name)) {
+      ++known;
       continue;
     }
     into.memory.push_back({name, positive(r, "bytes", path, diag), positive(r, "median_s", path, diag)});
     ++added;
   }
-  if (added == 0) diag.error("/results", "no eager kernel measurements");
+  if (added == 0)
+    diag.error("/results", known ? "every kernel path here was read from an earlier eager file"
+                                 : "no eager kernel measurements");
   diag.throw_if_errors();
-  into.eager_file = file;
+  into.eager_files.push_back(file);
 }
 
 namespace {
@@ -563,6 +576,58 @@ HostDispatch fit_host_dispatch(const std::string& file) {
   h.fsdp2_per_unit = overhead("fsdp2");
   diag.throw_if_errors();
   return h;
+}
+
+InferenceHost fit_inference_host(const std::vector<std::string>& files) {
+  std::vector<double> per_kernel, forward;
+  for (const auto& file : files) {
+    const auto doc = read_json_file(file);
+    Diagnostics diag(file);
+    if (!doc.is_object() || doc.value("format", "") != "clustersim-inference-host/1")
+      throw InputError(file, "/format", "expected \"clustersim-inference-host/1\"");
+    if (!doc.contains("paired") || !doc["paired"].is_object() || doc["paired"].empty())
+      throw InputError(file, "/paired", "expected the paired per-layer figures (measure_inference_host.py with "
+                                        "interleaved repeats)");
+    if (!doc.contains("cases") || !doc["cases"].is_array()) throw InputError(file, "/cases", "expected an array");
+    const auto& cases = doc["cases"];
+    for (const auto& [width, kinds] : doc["paired"].items()) {
+      for (const char* kind : {"decode", "prefill"}) {
+        const std::string path = "/paired/" + width + "/" + kind;
+        if (!kinds.is_object() || !kinds.contains(kind) || !kinds[kind].is_object()) {
+          diag.error(path, "expected the paired figures of this forward");
+          continue;
+        }
+        const auto& k = kinds[kind];
+        const double layer = k.value("per_layer_fast_s", 0.0), launches = k.value("launches_per_layer", 0.0);
+        if (!(layer > 0) || !(launches > 0)) {
+          diag.error(path, "expected per_layer_fast_s > 0 and launches_per_layer > 0");
+          continue;
+        }
+        const double rate = layer / launches;
+        per_kernel.push_back(rate);
+        // The shorter model's own case: its fast median and launches.
+        std::int64_t fewest = 0;
+        double host = 0, all = 0;
+        for (const auto& c : cases)
+          if (c.is_object() && c.value("width_of", "") == width && c.value("kind", "") == kind &&
+              (fewest == 0 || c.value("layers", std::int64_t{0}) < fewest)) {
+            fewest = c.value("layers", std::int64_t{0});
+            host = c.contains("fast_median_s") && c["fast_median_s"].is_number() ? c["fast_median_s"].get<double>() : 0;
+            all = c.value("launches", 0.0);
+          }
+        if (!(fewest > 0) || !(host > 0) || !(all > 0)) {
+          diag.error("/cases", fmt::format("expected the {} {} case of the fewest layers with fast_median_s and launches",
+                                           width, kind));
+          continue;
+        }
+        const double outside_launches = all - double(fewest) * launches;
+        forward.push_back(std::max(0.0, host - double(fewest) * layer - outside_launches * rate));
+      }
+    }
+    diag.throw_if_errors();
+  }
+  if (per_kernel.empty()) throw InputError("<command line>", "--inference-host", "no inference host measurements");
+  return {median_of(per_kernel), median_of(forward)};
 }
 
 Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel) {

@@ -55,7 +55,7 @@ struct Microbenchmarks {
   // from profile_step.py or measure_sdpa_backends.py, cudnn from measure_sdpa_backends.py).
   std::array<std::string, 2> attention_files;
   std::array<std::vector<AttentionSample>, 2> attention;
-  std::string eager_file;  // optional: eager PyTorch kernels by TensorIterator path
+  std::vector<std::string> eager_files;  // optional: eager PyTorch kernels by TensorIterator path
 };
 
 // Reads a clustersim-microbench JSON file; bad content is an InputError with paths.
@@ -68,7 +68,9 @@ Microbenchmarks read_microbenchmarks(const std::string& file);
 void read_attention_benchmarks(const std::string& file, Microbenchmarks& into);
 // Adds the memory-bound samples of a clustersim-eager-kernels JSON file
 // (calibration/training/measure_eager_kernels.py) under the kinds of their access path
-// (hardware.hpp MemoryKind: strided, broadcast, noncontiguous, cast_up, mixed_add).
+// (hardware.hpp MemoryKind: strided, broadcast, noncontiguous, cast_up, mixed_add, concat).
+// A path that an earlier file already added is skipped: each path's samples come from one
+// measurement run.
 void read_eager_kernels(const std::string& file, Microbenchmarks& into);
 
 struct ErrorStats {
@@ -113,6 +115,19 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
 // and FSDP's per unit (each over the plain stack of the same tiny layers). Bad content is
 // an InputError with JSON paths.
 HostDispatch fit_host_dispatch(const std::string& file);
+
+// The eager inference forward's host costs (HostDispatch::inference_per_kernel and
+// inference_forward) from clustersim-inference-host files of
+// calibration/serving/measure_inference_host.py: transformers' Llama with 2 and 6 decoder
+// layers, their repeats interleaved, each after a probe of the host's speed. Per kernel: the
+// median over the files, widths and forwards (decode, prefill) of the paired fast per-layer
+// difference over the layer's launches; outside: the 2-layer model's fast median less two
+// layers and less its other launches at that rate, the same median. Bad content is an
+// InputError with JSON paths.
+struct InferenceHost {
+  Seconds per_kernel = 0, forward = 0;
+};
+InferenceHost fit_inference_host(const std::vector<std::string>& files);
 
 // What a bias adds to a DTensor parallel-style module on the host (HostDispatch::
 // dtensor_bias), from a clustersim-dtensor-bias JSON file: host-bound DTensor GPT steps

@@ -74,6 +74,7 @@ struct Dims {
   bool dtp = false;  // pytorch-tp: DTensor projections (GraphStyle::dtensor_projections)
   bool te_ce = false;  // GraphStyle::te_cross_entropy
   double g = 2;      // saved weight-GEMM input element size (GraphStyle::gemm_input_saved_bytes)
+  bool hf = false;   // transformers' Llama in inference (GraphStyle::transformers_inference)
   i64 T() const { return B * S; }
   double TH() const { return double(B) * S * H; }
 };
@@ -174,7 +175,34 @@ Op saved_marker(std::string name, Split split, double saved) {
 
 // Norm over the residual stream; under autocast it runs in fp32 and a cast kernel makes
 // the 16-bit copy the next matmul reads (and casts its gradient back).
+// transformers' LlamaRMSNorm in inference over `width` features per token, in d.e bytes:
+// x.to(fp32) (a cast on load); x.pow(2); .mean(-1) (a row reduction); + eps and rsqrt over
+// one fp32 per token; x * rsqrt (the [t, 1] factor broadcast over the row takes the
+// unvectorized loop, but reads one value a row: the rate of an unvectorized binary op over
+// contiguous operands, mixed_add's; profiled at 2.25 TB/s, serving-batch-profile-prefill-
+// 2026-11-28.json); .to(bf16); weight * x (the weight broadcast over the tokens). Forward only.
+void hf_rms_norm(std::vector<Op>& ops, const std::string& name, const Dims& d, i64 width, Split split) {
+  const double x = double(d.T()) * width;  // elements
+  const double rows = double(d.T());
+  const auto pass = [&](const std::string& what, double bytes, MemoryKind kind, int kernels, double params = 0) {
+    Op op = memory_op(name + "-" + what, split, bytes, 0, 0, params);
+    op.memory_kind = kind;
+    op.kernels = kernels;
+    op.backward_kernels = 0;
+    ops.push_back(op);
+    return ops.size() - 1;
+  };
+  pass("to-fp32", x * (d.e + 4), MemoryKind::cast_up, 1);
+  pass("pow", 8 * x, MemoryKind::elementwise, 1);
+  ops[pass("mean", 4 * x + 4 * rows, MemoryKind::norm, 1)].role = OpRole::row_reduction;
+  pass("eps-rsqrt", 16 * rows, MemoryKind::elementwise, 2);
+  pass("scale", 8 * x + 4 * rows, MemoryKind::mixed_add, 1);
+  pass("to-bf16", x * (4 + d.e), MemoryKind::elementwise, 1);
+  pass("weight", 2 * x * d.e + double(width) * d.e, MemoryKind::broadcast, 1, double(width));
+}
+
 void norm(std::vector<Op>& ops, const std::string& name, const Dims& d, bool rms) {
+  if (d.hf && rms) return hf_rms_norm(ops, name, d, d.H, Split::seq);
   // Reads x, writes y (statistics are negligible); backward reads x and dy, writes dx,
   // and reduces the weight gradients.
   // Eager backward runs two kernels that each read x and dy: the input gradient (writes
@@ -237,7 +265,7 @@ void attention_core(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, con
     // Q, K, V, the output and the fp32 log-sum-exp per row.
     fa.saved_bytes = t.q + t.k + t.v + t.o + double(d.B) * d.A * d.S * 4;
     ops.push_back(fa);
-    if (d.eager) {
+    if (d.eager && !d.hf) {
       // The output's [b, h, s, d] -> [b, s, h*d] copy and its gradient's (transposed
       // reads), and the concatenation of dq, dk, dv into the fused QKV gradient.
       Op layout = memory_op("attn-layout-copies", Split::heads, 2 * t.o, 2 * t.o, 0);
@@ -332,6 +360,12 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
       if (bias) bias_grad(ops, name, d, n, Split::column);
     }
     extra_projection_inputs(ops, "qkv", d, 3);
+  } else if (d.hf) {
+    // q_proj, k_proj and v_proj, each its own GEMM on the norm's output.
+    ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.r));
+    const i64 kv = d.KV * d.D;
+    for (const auto& [name, n] : {std::pair<const char*, i64>{"q", d.H}, {"k", kv}, {"v", kv}})
+      ops.push_back(matmul(name, 1, d.T(), n, d.H, true, Split::column, double(d.H) * n + (bias ? n : 0), 0));
   } else {
     ops.push_back(comm("attn-f", OpKind::tp_enter, d.TH() * d.r));
     ops.push_back(matmul("qkv", 1, d.T(), n_qkv, d.H, true, Split::column, double(d.H) * n_qkv + (bias ? n_qkv : 0), 0));
@@ -341,7 +375,26 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     if (bias) bias_grad(ops, "qkv", d, n_qkv, Split::column);
     if (bias) bias_add(ops, "qkv", d, n_qkv, Split::column);
   }
-  if (llama) {
+  if (llama && d.hf) {
+    // apply_rotary_pos_emb on q and on k (X bytes together), each a [b, h, s, d] view of
+    // its projection's [b, s, h, d] output: q * cos (cos broadcast over the heads), -q2 of the
+    // second half (a strided half-width view), cat((-q2, q1), -1) (torch.cat of non-contiguous
+    // halves), * sin (broadcast), and the sum of the two products, whose layouts differ (one
+    // keeps q's strides): five kernels on each of q and k.
+    const double X = q_bytes + kv_bytes;
+    const auto pass = [&](const char* what, double bytes, MemoryKind kind) {
+      Op op = memory_op(std::string("rotary-") + what, Split::heads, bytes, 0, 0);
+      op.memory_kind = kind;
+      op.kernels = 2;
+      op.backward_kernels = 0;
+      ops.push_back(op);
+    };
+    pass("cos-sin-muls", 4 * X, MemoryKind::broadcast);
+    ops.back().kernels = 4;
+    pass("neg", X, MemoryKind::noncontiguous);
+    pass("cat", 2 * X, MemoryKind::concat);
+    pass("add", 3 * X, MemoryKind::strided);
+  } else if (llama) {
     if (d.eager) {
       // rotate-half written out on q and k (X bytes together), each [b, h, s, d] a
       // transposed view of the QKV output: cat(x1 * cos - x2 * sin, x2 * cos + x1 * sin)
@@ -434,11 +487,22 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
     ops.push_back(matmul(prefix + "up", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
     ops.push_back(saved_marker(prefix + "up-input-saved", Split::seq, d.TH() * d.g));
     extra_projection_inputs(ops, prefix + "gate-up", d, 2);
+  } else if (d.hf) {
+    // gate_proj and up_proj, then act_fn(gate) * up on contiguous tensors (vectorized).
+    ops.push_back(matmul(prefix + "gate", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
+    ops.push_back(matmul(prefix + "up", 1, d.T(), f, d.H, true, Split::column, double(d.H) * f, 0));
   } else {
     ops.push_back(matmul(prefix + "gate-up", 1, d.T(), 2 * f, d.H, true, Split::column, 2.0 * d.H * f, 0));
     ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.g));
   }
-  if (d.eager) {
+  if (d.hf) {
+    Op silu = memory_op(prefix + "silu", Split::column, 2 * ff * d.e, 0, 0);
+    silu.backward_kernels = 0;
+    ops.push_back(silu);
+    Op mul = memory_op(prefix + "silu-mul", Split::column, 3 * ff * d.e, 0, 0);
+    mul.backward_kernels = 0;
+    ops.push_back(mul);
+  } else if (d.eager) {
     // gate and up are chunk() views of the fused output (rows of 2f): silu(gate) reads a
     // strided view (unvectorized unary), silu(gate) * up a strided operand. Backward:
     // dy * up (strided), silu's gradient from dgate and gate (strided), dy * silu(gate)
@@ -652,6 +716,8 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
          style.residual_bytes, style.autocast_casts, style.eager,     style.unfused_score_mask,
          style.bias_add_kernels, style.fp32_logits, style.dtensor_projections, style.te_cross_entropy};
   d.g = style.gemm_input_saved_bytes > 0 ? style.gemm_input_saved_bytes : e;
+  // transformers' Llama code: dense Llama layers (a MoE's experts and MLA keep the eager kernels).
+  d.hf = style.transformers_inference && m.family == ModelFamily::llama && !m.mla;
   ModelGraph g;
   g.micro_batch = micro_batch;
   g.tokens_per_sample = m.seq_len;
@@ -661,6 +727,16 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   emb.name = "embedding";
   emb.ops.push_back(embedding_lookup(d));
   emb.ops.push_back(comm("embedding-g", OpKind::tp_exit, d.TH() * d.e));
+  if (d.hf) {
+    // LlamaRotaryEmbedding once per forward: the positions times inv_freq (a small fp32
+    // GEMM), cat(freqs, freqs), cos and sin, each scaled by attention_scaling and cast to
+    // 16 bits, after cache_position's arange and the position ids: ten small kernels,
+    // about 54 bytes per token and head-dim element.
+    Op rope = memory_op("rotary-cos-sin", Split::none, 54.0 * double(d.T()) * d.D, 0, 0);
+    rope.kernels = 10;
+    rope.backward_kernels = 0;
+    emb.ops.push_back(rope);
+  }
   if (!llama) emb.ops.push_back(memory_op("position-embedding-add", Split::seq, 3 * d.TH() * d.r, d.TH() * d.r, 0,
                                           double(d.S) * d.H));
   if (d.p > 0) emb.ops.push_back(memory_op("embedding-dropout", Split::seq, d.TH() * (2 * d.e + 1), d.TH() * (2 * d.e + 1), d.TH()));

@@ -186,6 +186,16 @@ struct GraphStyle {
   // forward GEMM, 1 byte (TE's Linear/LayerNormLinear save the quantized input or its
   // transpose for wgrad), as fp8_cast_traffic already prices the backward transpose.
   double gemm_input_saved_bytes = 0;
+  // transformers' modeling code for Llama-family models, in inference (forward only: no
+  // backward bytes, nothing saved), as its eager forward launches it under
+  // torch.inference_mode (calibration/serving/profile_batches.py): seven GEMMs a layer (q, k,
+  // v, o, gate, up, down: each projection its own nn.Linear); LlamaRMSNorm in fp32 as eight
+  // kernels (to-fp32, pow, mean, add eps, rsqrt, multiply by the row's scale, to-bf16, the
+  // weight's multiply); apply_rotary_pos_emb on q and k (q * cos, rotate_half's negation and
+  // concatenation, * sin, the add); silu and its multiply on contiguous tensors; the
+  // attention output left in the [b, s, h, d] layout SDPA writes. Other families and
+  // multi-head latent attention keep the eager kernels.
+  bool transformers_inference = false;
 };
 GraphStyle graph_style(Precision p);
 // The element type of an op's GEMM: a weight GEMM runs in `weight_gemm` (fp8 under

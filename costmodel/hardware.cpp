@@ -48,6 +48,7 @@ std::string_view to_string(MemoryKind k) {
     case MemoryKind::noncontiguous: return "noncontiguous";
     case MemoryKind::cast_up: return "cast_up";
     case MemoryKind::mixed_add: return "mixed_add";
+    case MemoryKind::concat: return "concat";
   }
   return "?";
 }
@@ -271,7 +272,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     if (const auto* kinds = er.object("memory_kinds", false)) {
       ObjectReader kr(*kinds, "/efficiency/memory_kinds", diag,
                       {"elementwise", "norm", "softmax", "optimizer", "strided", "broadcast", "noncontiguous", "cast_up",
-                       "mixed_add"});
+                       "mixed_add", "concat"});
       for (MemoryKind k : kMemoryKinds) {
         const std::string key(to_string(k));
         const auto* v = kr.object(key, false);
@@ -325,7 +326,7 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
   if (const auto* host = r.object("host_dispatch", false)) {
     ObjectReader hr(*host, "/host_dispatch", diag,
                     {"source", "eager_per_kernel", "dtensor_module_forward", "dtensor_module_backward", "dtensor_bias", "dtensor_optimizer_param", "dtensor_loss_forward", "dtensor_loss_backward", "ddp_per_layer", "fsdp_per_unit",
-                     "fsdp_mixed_per_unit", "fsdp2_per_unit"});
+                     "fsdp_mixed_per_unit", "fsdp2_per_unit", "inference_per_kernel", "inference_forward"});
     auto& h = p.host;
     h.source = hr.string("source").value_or("");
     const auto t = [&](const char* key, bool required = true) {
@@ -344,6 +345,8 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     h.fsdp_per_unit = t("fsdp_per_unit");
     h.fsdp_mixed_per_unit = t("fsdp_mixed_per_unit");
     h.fsdp2_per_unit = t("fsdp2_per_unit");
+    h.inference_per_kernel = t("inference_per_kernel", false);  // absent: not measured
+    h.inference_forward = t("inference_forward", false);
   }
   if (const auto* ov = r.object("overlap_interference", false)) {
     ObjectReader orr(*ov, "/overlap_interference", diag, {"source", "compute", "comm"});
@@ -456,6 +459,10 @@ nlohmann::json to_json(const GpuProfile& p) {
                             {"fsdp_per_unit", q(h.fsdp_per_unit, "s")},
                             {"fsdp_mixed_per_unit", q(h.fsdp_mixed_per_unit, "s")},
                             {"fsdp2_per_unit", q(h.fsdp2_per_unit, "s")}};
+    if (h.inference_per_kernel > 0) {
+      doc["host_dispatch"]["inference_per_kernel"] = q(h.inference_per_kernel, "s");
+      doc["host_dispatch"]["inference_forward"] = q(h.inference_forward, "s");
+    }
   }
   if (p.nccl.present())
     doc["nccl"] = {{"sources", p.nccl.sources}, {"provenance", p.nccl.provenance}, {"nvlink", to_json(p.nccl.nvlink)}};

@@ -33,11 +33,17 @@ double dtype_bytes(DType);
 //  cast_up        bf16 -> fp32 conversion (autocast's gradients back to fp32 weights and
 //                 norm inputs: LoadWithCast, unrolled)
 //  mixed_add      fp32 + bf16 -> fp32 (the fp32 residual stream plus a bf16 branch)
+//  concat         torch.cat with an input that is not contiguous: PyTorch's generic
+//                 CatArrayBatchedCopy, one element per thread (rotate_half's cat of two
+//                 half-width views; a DynamicCache update whose new K or V keeps the
+//                 projection's [b, s, h, d] layout, or whose cache is a crop() view). With
+//                 every input contiguous torch.cat takes its vectorized kernel: elementwise.
 // The cast down (fp32 -> bf16) is vectorized: elementwise.
-enum class MemoryKind { elementwise, norm, softmax, optimizer, strided, broadcast, noncontiguous, cast_up, mixed_add };
-constexpr std::array<MemoryKind, 9> kMemoryKinds{MemoryKind::elementwise,   MemoryKind::norm,    MemoryKind::softmax,
-                                                 MemoryKind::optimizer,     MemoryKind::strided, MemoryKind::broadcast,
-                                                 MemoryKind::noncontiguous, MemoryKind::cast_up, MemoryKind::mixed_add};
+enum class MemoryKind { elementwise, norm, softmax, optimizer, strided, broadcast, noncontiguous, cast_up, mixed_add, concat };
+constexpr std::array<MemoryKind, 10> kMemoryKinds{MemoryKind::elementwise,   MemoryKind::norm,    MemoryKind::softmax,
+                                                  MemoryKind::optimizer,     MemoryKind::strided, MemoryKind::broadcast,
+                                                  MemoryKind::noncontiguous, MemoryKind::cast_up, MemoryKind::mixed_add,
+                                                  MemoryKind::concat};
 std::string_view to_string(MemoryKind);
 
 struct Efficiency {
@@ -135,6 +141,11 @@ struct HostDispatch {
   Seconds fsdp_per_unit = 0;       // FSDP1 pre/post hooks per wrapped unit, fwd + bwd, no mixed precision
   Seconds fsdp_mixed_per_unit = 0; // FSDP1 with a MixedPrecision policy (casts of the flat parameter)
   Seconds fsdp2_per_unit = 0;      // FSDP2 (fully_shard, per-parameter DTensors)
+  // transformers' eager Llama forward under torch.inference_mode (no autograd recording),
+  // at the host's fast speed: host time per kernel its decoder layers launch, and what the
+  // forward spends on the host outside the layers beyond its own kernels at that rate (the
+  // model's and the cache's Python: masks, positions, output objects). 0 where not measured.
+  Seconds inference_per_kernel = 0, inference_forward = 0;
   std::string source;
   bool present() const { return eager_per_kernel > 0; }
 };

@@ -37,11 +37,16 @@ const Names<LaunchMode>& launch_names() {
   return n;
 }
 const Names<KvLayout>& kv_names() {
-  static const Names<KvLayout> n{{KvLayout::paged, "paged"}, {KvLayout::concat, "concat"}};
+  static const Names<KvLayout> n{{KvLayout::paged, "paged"}, {KvLayout::concat, "concat"}, {KvLayout::concat_view, "concat-view"}};
+  return n;
+}
+const Names<EngineKernels>& kernels_names() {
+  static const Names<EngineKernels> n{{EngineKernels::transformers, "transformers"}, {EngineKernels::fused, "fused"}};
   return n;
 }
 const Names<GqaMode>& gqa_names() {
-  static const Names<GqaMode> n{{GqaMode::native, "native"}, {GqaMode::repeat_kv, "repeat-kv"}};
+  static const Names<GqaMode> n{
+      {GqaMode::native, "native"}, {GqaMode::repeat_kv, "repeat-kv"}, {GqaMode::masked_repeat_kv, "masked-repeat-kv"}};
   return n;
 }
 const Names<AttentionMode>& attention_names() {
@@ -66,9 +71,12 @@ constexpr QuantityRange kLatency{0, 1e6};
 
 void parse_engine(const nlohmann::json& j, EngineSpec& e, Diagnostics& diag) {
   ObjectReader r(j, "/serving/engine", diag,
-                 {"launch", "kv_cache", "gqa", "attention", "host_calibration", "iteration_overhead", "memory_fraction"});
+                 {"launch", "kernels", "kv_cache", "gqa", "attention", "host_calibration", "iteration_overhead",
+                  "memory_fraction"});
   if (!r.valid()) return;
   e.launch = read_enum(r, "launch", launch_names(), false).value_or(LaunchMode::eager);
+  e.kernels = read_enum(r, "kernels", kernels_names(), false)
+                  .value_or(e.launch == LaunchMode::eager ? EngineKernels::transformers : EngineKernels::fused);
   e.kv_layout = read_enum(r, "kv_cache", kv_names(), false).value_or(KvLayout::paged);
   e.gqa = read_enum(r, "gqa", gqa_names(), false).value_or(GqaMode::native);
   e.attention = read_enum(r, "attention", attention_names(), false).value_or(AttentionMode::per_request);
@@ -485,6 +493,7 @@ nlohmann::json to_json(const ServingScenario& s) {
                 {"vocab", s.model.vocab},                {"seq_len", s.model.seq_len}, {"tie_embeddings", s.model.tie_embeddings}};
   j["cluster"] = {{"gpu", s.cluster.gpu}, {"nodes", s.cluster.nodes}, {"gpus_per_node", s.cluster.gpus_per_node}};
   j["engine"] = {{"launch", enum_name(launch_names(), s.engine.launch)},
+                 {"kernels", enum_name(kernels_names(), s.engine.kernels)},
                  {"kv_cache", enum_name(kv_names(), s.engine.kv_layout)},
                  {"gqa", enum_name(gqa_names(), s.engine.gqa)},
                  {"iteration_overhead_s", s.engine.iteration_overhead},

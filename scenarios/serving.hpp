@@ -19,10 +19,21 @@ enum class LaunchMode { eager, cuda_graphs };
 // How the KV cache is stored: paged blocks written in place (vLLM, transformers'
 // continuous batching) or one contiguous tensor per layer that grows by torch.cat
 // (transformers' DynamicCache: each step copies the whole cache).
-enum class KvLayout { paged, concat };
+// concat_view: that tensor after DynamicCache.crop() (transformers' assisted generation crops it
+// every step): K and V are views of longer tensors, and each update's torch.cat takes the
+// generic concatenation path (MemoryKind::concat) over the whole cache.
+enum class KvLayout { paged, concat, concat_view };
+// Whose kernels the forward runs: transformers' modeling code (separate projections, an fp32
+// RMSNorm of eight kernels, rotary and SwiGLU as PyTorch ops: GraphStyle::transformers_inference)
+// or fused kernels as vLLM/SGLang and Megatron launch them (fused QKV and gate-up GEMMs, fused
+// norms, rotary and SiLU-and-multiply).
+enum class EngineKernels { transformers, fused };
 // How grouped-query attention reads K and V: natively (each KV head read once) or after
-// repeat_kv expands them to every query head (transformers' eager/sdpa path).
-enum class GqaMode { native, repeat_kv };
+// repeat_kv expands them to every query head (transformers' eager/sdpa path). masked_repeat_kv
+// is transformers' sdpa path with torch >= 2.5: SDPA's enable_gqa where the call needs no
+// attention mask (decode steps, a prefill with no past), repeat_kv where it does (a prefill
+// chunk over a past cache: sdpa_attention_forward's use_gqa_in_sdpa needs a None mask).
+enum class GqaMode { native, repeat_kv, masked_repeat_kv };
 
 // How attention runs over a batch: per request (flash/paged kernels: each request's
 // queries against its own KV cache), or packed (transformers' continuous batching with
@@ -99,6 +110,7 @@ struct EngineHostCost {
 
 struct EngineSpec {
   LaunchMode launch = LaunchMode::eager;
+  EngineKernels kernels = EngineKernels::transformers;  // scenario default: transformers when eager
   KvLayout kv_layout = KvLayout::paged;
   GqaMode gqa = GqaMode::native;
   AttentionMode attention = AttentionMode::per_request;

@@ -371,6 +371,17 @@ Seconds launch_blocking_gap(const Efficiency& e, const HostDispatch& h) {
   return std::max(e.kernel_overhead, h.eager_per_kernel - e.launch_submit + e.sync_launch_latency);
 }
 
+AttentionKernel pytorch_sdpa_kernel(const GpuProfile& gpu) {
+  const bool prefers_cudnn = gpu.compute_capability == "9.0" || gpu.compute_capability == "10.0";
+  return prefers_cudnn && gpu.calibration.attention_cudnn.calibrated() ? AttentionKernel::cudnn : AttentionKernel::flash2;
+}
+
+void use_attention_kernel(GpuProfile& gpu, AttentionKernel k) {
+  if (k != AttentionKernel::cudnn || !gpu.calibration.attention_cudnn.calibrated()) return;
+  gpu.calibration.attention = gpu.calibration.attention_cudnn;
+  gpu.efficiency.attention = gpu.calibration.attention.forward_max;
+}
+
 AttentionKernel fused_attention_kernel(const TrainingSpec& t, const GpuProfile& gpu) {
   switch (t.attention_kernel) {
     case AttentionKernelChoice::flash2: return AttentionKernel::flash2;
@@ -380,9 +391,7 @@ AttentionKernel fused_attention_kernel(const TrainingSpec& t, const GpuProfile& 
   const Framework f = t.framework.name;
   const bool sdpa = f == Framework::pytorch || f == Framework::pytorch_ddp || f == Framework::pytorch_fsdp ||
                     f == Framework::pytorch_tp;
-  const bool prefers_cudnn = gpu.compute_capability == "9.0" || gpu.compute_capability == "10.0";
-  return sdpa && prefers_cudnn && gpu.calibration.attention_cudnn.calibrated() ? AttentionKernel::cudnn
-                                                                              : AttentionKernel::flash2;
+  return sdpa ? pytorch_sdpa_kernel(gpu) : AttentionKernel::flash2;
 }
 
 ClusterModel scenario_cluster(const Scenario& s, Diagnostics& diag) {
@@ -396,8 +405,7 @@ ClusterModel scenario_cluster(const Scenario& s, Diagnostics& diag) {
                              "architecture, compute capability {}); use flash2 or auto",
                              c.gpu.name, c.gpu.compute_capability.empty() ? "not stated" : c.gpu.compute_capability));
     } else {
-      c.gpu.calibration.attention = c.gpu.calibration.attention_cudnn;
-      c.gpu.efficiency.attention = c.gpu.calibration.attention.forward_max;
+      use_attention_kernel(c.gpu, AttentionKernel::cudnn);
     }
   }
   return c;

@@ -483,6 +483,13 @@ Seconds launch_blocking_gap(const Efficiency& e, const HostDispatch& h);
 // the published Megatron rows (NeMo 24.07 to Megatron-Bridge 25.11) are not matched by
 // 9.19's curve (README, "fused attention"): a Megatron run on a recent cuDNN states cudnn.
 AttentionKernel fused_attention_kernel(const TrainingSpec& t, const GpuProfile& gpu);
+// PyTorch SDPA's own choice on this GPU (the rule above for the PyTorch frameworks, and for
+// a serving engine that runs transformers' model code): cuDNN on compute capability 9.0 and
+// 10.0 where the profile has its curve, else FlashAttention-2.
+AttentionKernel pytorch_sdpa_kernel(const GpuProfile& gpu);
+// Makes `k`'s measured curve the GPU's attention curve (cuDNN's, where the profile has it;
+// FlashAttention-2's is the profile's own).
+void use_attention_kernel(GpuProfile& gpu, AttentionKernel k);
 // The cluster a scenario's kernels run on: its GPU's kernel_overhead is
 // launch_blocking_gap under training.framework launch_blocking, and its attention curve
 // the cuDNN one where fused_attention_kernel says so (a written cudnn the profile has no

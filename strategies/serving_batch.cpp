@@ -13,15 +13,18 @@ using i64 = std::int64_t;
 constexpr double kElement = 2;  // bf16 weights, activations and KV cache
 
 // The model's forward graph at one token (one sequence of length 1): every token-wise
-// op's shape and bytes are then per token and scale with the batch's token count.
-ModelGraph unit_graph(const ModelSpec& m, bool eager) {
+// op's shape and bytes are then per token and scale with the batch's token count. An engine
+// running transformers' modeling code gets its kernels (GraphStyle::transformers_inference,
+// eager PyTorch for the families it does not cover); a fused engine the fused graph.
+ModelGraph unit_graph(const ModelSpec& m, EngineKernels kernels) {
   ModelSpec one = m;
   one.seq_len = 1;
   one.dropout = 0;  // inference
   GraphStyle style;
   style.activation_bytes = kElement;
   style.residual_bytes = kElement;
-  style.eager = eager;
+  style.eager = kernels == EngineKernels::transformers;
+  style.transformers_inference = kernels == EngineKernels::transformers;
   return build_model_graph(one, 1, style);
 }
 
@@ -36,6 +39,22 @@ Op at_tokens(const Op& op, i64 tokens) {
 }
 
 bool token_wise(const Op& op) { return op.kind != OpKind::attention && op.role != OpRole::saved_marker; }
+// Of the head's ops, those an inference forward runs: not the training loss.
+bool inference_head_op(const Op& op) { return token_wise(op) && op.memory_kind != MemoryKind::softmax; }
+
+// Host time per kernel of an eager inference forward: the measured inference-mode rate (no
+// autograd recording) where the profile has it, else the training blocks' eager rate.
+Seconds eager_inference_per_kernel(const HostDispatch& h) {
+  return h.inference_per_kernel > 0 ? h.inference_per_kernel : h.eager_per_kernel;
+}
+
+// The cluster the engine's kernels run on: transformers' model code calls PyTorch's SDPA,
+// whose backend choice sets the attention curve (cuDNN's on Hopper); fused engines run
+// FlashAttention, the profile's own curve.
+ClusterModel engine_cluster(ClusterModel c, const EngineSpec& e) {
+  if (e.kernels == EngineKernels::transformers) use_attention_kernel(c.gpu, pytorch_sdpa_kernel(c.gpu));
+  return c;
+}
 }  // namespace
 
 Seconds residual_at(const ResidualQuantiles& q, double u) {
@@ -129,7 +148,7 @@ i64 BatchShape::tokens() const {
 BatchTimeModel::BatchTimeModel(const ModelSpec& model, const ClusterModel& cluster, const EngineSpec& engine, i64 tp,
                                i64 pp)
     : model_(model),
-      cluster_(cluster),
+      cluster_(engine_cluster(cluster, engine)),
       engine_(engine),
       tp_(tp),
       pp_(pp),
@@ -137,16 +156,17 @@ BatchTimeModel::BatchTimeModel(const ModelSpec& model, const ClusterModel& clust
       heads_gpu_(std::max<i64>(1, model.heads / tp)),
       // Fewer kv heads than tp ranks: each rank keeps a replica of one kv head.
       kv_heads_gpu_(std::max<i64>(1, model.kv_heads / tp)),
-      unit_(unit_graph(model, engine.launch == LaunchMode::eager)),
+      unit_(unit_graph(model, engine.kernels)),
       km_(cluster_.gpu),
       tp_group_{tp, std::min(tp, cluster.gpus_per_node), 1} {
   if (engine.attention == AttentionMode::packed && engine.host.enabled && engine.host.attention.enabled)
     sdpa_table_.emplace(engine.host.attention);
   for (const Op& op : unit_.blocks[1].ops)
     if (token_wise(op)) kernels_per_layer_ += op_kernels(op).forward + (op.kind == OpKind::tp_exit && tp > 1 ? 1 : 0);
-  for (int b : {0, 2})
-    for (const Op& op : unit_.blocks[b].ops)
-      if (token_wise(op)) kernels_outside_ += op_kernels(op).forward;
+  for (const Op& op : unit_.blocks[0].ops)
+    if (token_wise(op)) kernels_outside_ += op_kernels(op).forward;
+  for (const Op& op : unit_.blocks[2].ops)
+    if (inference_head_op(op)) kernels_outside_ += op_kernels(op).forward;
   // A median needs iterations to stand on: with fewer than kMinGpuBoundIterations the fit runs
   // do not show the stall (one process's probe had 1; the others 19-176) and the profiled
   // build stands in.
@@ -209,12 +229,21 @@ BatchTimeModel::Dense BatchTimeModel::layer_dense(i64 tokens) const {
   return dense_cache_[i];
 }
 
+// Whether this batch's attention runs repeat_kv (GqaMode).
+bool BatchTimeModel::repeats_kv(const BatchShape& b) const {
+  if (engine_.gqa == GqaMode::repeat_kv) return true;
+  if (engine_.gqa != GqaMode::masked_repeat_kv) return false;
+  for (const auto& p : b.prefills)
+    if (p.context > 0) return true;
+  return false;
+}
+
 // Attention and KV-cache traffic of one layer on one GPU.
 Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
   const double hd = double(model_.head_dim());
   const double kv_token = 2.0 * double(kv_heads_gpu_) * hd * kElement;  // K and V of one token
   const double q_token = double(heads_gpu_) * hd * kElement;
-  const bool expand = engine_.gqa == GqaMode::repeat_kv && heads_gpu_ > kv_heads_gpu_;
+  const bool expand = repeats_kv(b) && heads_gpu_ > kv_heads_gpu_;
   // K and V as attention reads them: expanded to every query head by repeat_kv.
   const double read_token = expand ? 2.0 * double(heads_gpu_) * hd * kElement : kv_token;
   if (engine_.attention == AttentionMode::packed) return packed_attention_layer(b, kv_token, q_token, read_token);
@@ -240,20 +269,25 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
     context_total += double(keys);
   }
   const double new_tokens = double(b.tokens());
+  MemoryKind cache_kind = MemoryKind::elementwise;
   if (engine_.kv_layout == KvLayout::paged) {
     cache_traffic = 2.0 * new_tokens * kv_token;  // read the new K, V and write them into their blocks
     cache_kernels = 1;
   } else {
-    // torch.cat of K and of V: read the old cache and the new tokens, write the whole.
+    // torch.cat of K and of V: read the old cache and the new tokens, write the whole. The new
+    // K and V keep the projection's [b, s, h, d] layout: with more than one new token per
+    // request (a prefill) they are not contiguous and torch.cat takes its generic path over
+    // the whole cache, as it does when the cache itself is a crop() view; one decode token
+    // per request is contiguous and the copy vectorized.
     cache_traffic = 2.0 * context_total * kv_token;
     cache_kernels = 2;
+    if (!b.prefills.empty() || engine_.kv_layout == KvLayout::concat_view) cache_kind = MemoryKind::concat;
   }
-  if (expand) {
+  if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels, cache_kind);
+  if (expand && new_tokens > 0) {
     // repeat_kv: read K and V once, write them once per query head.
-    cache_traffic += context_total * (kv_token + read_token);
-    cache_kernels += 2;
+    t += km_.memory(context_total * (kv_token + read_token), 2);
   }
-  if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels);
   return t;
 }
 
@@ -348,7 +382,7 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   }
   const i64 rows = std::max<i64>(1, b.sampled);
   for (const Op& op : unit_.blocks[2].ops) {
-    if (!token_wise(op) || op.memory_kind == MemoryKind::softmax) continue;  // no loss in inference
+    if (!inference_head_op(op)) continue;
     const bool logits = op.kind == OpKind::matmul;
     const OpTiming t = time_op(at_tokens(op, logits ? rows : T), ctx, km_);
     r.linear += t.forward;
@@ -365,10 +399,15 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   r.gpu = r.linear + r.attention + r.comm;
   Seconds host_forward = 0;
   if (engine_.launch == LaunchMode::eager) {
-    const int attn_kernels = (b.decodes > 0 ? 1 : 0) + int(b.prefills.size()) + 1 +
-                             (engine_.gqa == GqaMode::repeat_kv ? 2 : 0);
+    // One attention call a layer over the batch's prefills (a padded batch, or varlen
+    // flash attention over the requests) and one over its decodes; the cache's write (paged)
+    // or its K and V concatenations; repeat_kv's two copies.
+    const int attn_kernels = (b.decodes > 0 ? 1 : 0) + (b.prefills.empty() ? 0 : 1) +
+                             (engine_.kv_layout == KvLayout::paged ? 1 : 2) +
+                             (repeats_kv(b) ? 2 : 0);
     const double kernels = L * double(kernels_per_layer_ + attn_kernels) + kernels_outside_;
-    host_forward = kernels * cluster_.gpu.host.eager_per_kernel;
+    host_forward = kernels * eager_inference_per_kernel(cluster_.gpu.host);
+    if (engine_.kernels == EngineKernels::transformers) host_forward += cluster_.gpu.host.inference_forward;
   }
   if (engine_.host.enabled) {
     // A measured engine's calibrated host cost: prepare the batch, launch the eager

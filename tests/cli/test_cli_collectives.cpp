@@ -100,7 +100,8 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
   const std::string d = "calibration/data/h100-sxm5-80gb/";
   const auto r = run("calibrate fit " + d + "microbench-duty-2026-11-27.json --attention " + d + "sdpa-flash-2026-11-26.json" +
                      " --attention " + d + "sdpa-cudnn-2026-11-27.json" +
-                     " --eager " + d + "eager-kernels-2026-11-26.json --host " + d + "host-dispatch-2026-11-26.json --dtensor-bias " + d + "dtensor-bias-2026-11-27.json" +
+                     " --eager " + d + "eager-kernels-graphs-2026-11-28.json" +
+                     " --host " + d + "host-dispatch-2026-11-26.json --dtensor-bias " + d + "dtensor-bias-2026-11-27.json" +
                      " --dtensor-optimizer " + d + "dtensor-host-2026-11-27/dtensor-params-run1.json --dtensor-optimizer " + d +
                      "dtensor-host-2026-11-27/dtensor-params-run2.json --dtensor-optimizer " + d +
                      "dtensor-host-2026-11-27/dtensor-params-run4.json --dtensor-optimizer " + d +
@@ -108,7 +109,8 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
                      "dtensor-host-2026-11-27/call8-x4-params-r2.json --dtensor-loss " + d +
                      "dtensor-host-2026-11-27/call9-loss-r1.json --dtensor-loss " + d +
                      "dtensor-host-2026-11-27/call9-loss-r2.json --dtensor-loss " + d +
-                     "dtensor-host-2026-11-27/call9-loss-r3.json --overlap " + d + "overlap-2026-11-26.json" +
+                     "dtensor-host-2026-11-27/call9-loss-r3.json --inference-host " + d +
+                     "inference-host-paired-2026-11-28.json --overlap " + d + "overlap-2026-11-26.json" +
                      " --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " +
                      d + "nccl-4gpu-2026-11-26.json --name h100-sxm5-80gb --holdout 0 --out " + out.string());
   INFO(r.output);

@@ -38,7 +38,7 @@ Microbenchmarks h100_data() {
   Microbenchmarks d = read_microbenchmarks(kData + "microbench-duty-2026-11-27.json");
   read_attention_benchmarks(kData + "sdpa-flash-2026-11-26.json", d);
   read_attention_benchmarks(kData + "sdpa-cudnn-2026-11-27.json", d);
-  read_eager_kernels(kData + "eager-kernels-2026-11-26.json", d);
+  read_eager_kernels(kData + "eager-kernels-graphs-2026-11-28.json", d);
   return d;
 }
 }  // namespace
@@ -47,9 +47,8 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   const auto base = find_gpu_profile("h100-sxm5-80gb-datasheet");
   REQUIRE(base);
   GpuProfile fitted = fit_profile(*base, h100_data(), {0, "h100-sxm5-80gb"}, nullptr);
-  const std::string eager = kData + "eager-kernels-2026-11-26.json";
   fitted.sources.push_back("eager PyTorch kernels by access path measured by "
-                           "calibration/training/measure_eager_kernels.py: " + eager);
+                           "calibration/training/measure_eager_kernels.py: " + kData + "eager-kernels-graphs-2026-11-28.json");
   const std::string host = kData + "host-dispatch-2026-11-26.json";
   fitted.host = fit_host_dispatch(host);
   fitted.sources.push_back("host dispatch measured by calibration/training/measure_host.py: " + host);
@@ -77,6 +76,12 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
       fit_dtensor_loss(losses, fitted.host.eager_per_kernel);
   fitted.sources.push_back("DTensor loss_parallel host cost (calibration/training/measure_dtensor_params.py "
                            "--loss-only): " + listed);
+  const std::string inference = kData + "inference-host-paired-2026-11-28.json";
+  const InferenceHost ih = fit_inference_host({inference});
+  fitted.host.inference_per_kernel = ih.per_kernel;
+  fitted.host.inference_forward = ih.forward;
+  fitted.sources.push_back("eager inference forward host cost of transformers' Llama "
+                           "(calibration/serving/measure_inference_host.py): " + inference);
   const std::string overlap = kData + "overlap-2026-11-26.json";
   fitted.interference = fit_overlap_interference(overlap);
   fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " + overlap);
@@ -92,7 +97,7 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   //   calibration/data/h100-sxm5-80gb/microbench-duty-2026-11-27.json
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-flash-2026-11-26.json
   //   --attention calibration/data/h100-sxm5-80gb/sdpa-cudnn-2026-11-27.json
-  //   --eager calibration/data/h100-sxm5-80gb/eager-kernels-2026-11-26.json
+  //   --eager calibration/data/h100-sxm5-80gb/eager-kernels-graphs-2026-11-28.json
   //   --host calibration/data/h100-sxm5-80gb/host-dispatch-2026-11-26.json
   //   --dtensor-bias calibration/data/h100-sxm5-80gb/dtensor-bias-2026-11-27.json
   //   --dtensor-optimizer calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/dtensor-params-run1.json
@@ -103,6 +108,7 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r1.json
   //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r2.json
   //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r3.json
+  //   --inference-host calibration/data/h100-sxm5-80gb/inference-host-paired-2026-11-28.json
   //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-2gpu-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-4gpu-2026-11-26.json

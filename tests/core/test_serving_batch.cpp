@@ -29,6 +29,7 @@ ModelSpec llama8b() { return test::llama3_8b(); }
 EngineSpec graphs_engine() {
   EngineSpec e;
   e.launch = LaunchMode::cuda_graphs;
+  e.kernels = EngineKernels::fused;
   return e;
 }
 
@@ -94,6 +95,34 @@ TEST_CASE("serving batch: long prefills are compute-bound GEMMs", "[serving]") {
   CHECK(t.attention > 0);
 }
 
+TEST_CASE("serving batch: transformers' eager forward launches its profiled kernels at the inference host rate", "[serving]") {
+  // transformers' Llama decode (B 1, a contiguous DynamicCache, SDPA's own GQA): per layer two
+  // RMSNorms of eight kernels, seven GEMMs, ten rotary kernels, two residual adds, silu and its
+  // multiply, the cache's two concatenations and SDPA: 40, as profiled (41 with cuBLAS's split-K
+  // reduction; serving-batch-profile-2026-11-28.json); outside the layers the embedding, the
+  // rotary cos/sin (ten), the final norm (eight) and the logits: 20. The host floor is their
+  // launches at the inference rate per kernel plus the forward's host time outside them.
+  const ClusterModel c = h100();
+  EngineSpec e;
+  e.launch = LaunchMode::eager;
+  e.kernels = EngineKernels::transformers;
+  e.kv_layout = KvLayout::concat;
+  ModelSpec m = llama8b();
+  m.layers = 16;
+  const BatchTime t = BatchTimeModel(m, c, e, 1, 1).decode(1, 128);
+  const auto& h = c.gpu.host;
+  REQUIRE(h.inference_per_kernel > 0);
+  const double expected = (16.0 * 40 + 20) * h.inference_per_kernel + h.inference_forward;
+  std::printf("transformers' 16-layer decode: host floor expected %.3f ms ((16 x 40 + 20) x %.2f us + %.3f ms), "
+              "computed %.3f ms\n",
+              expected * 1e3, h.inference_per_kernel * 1e6, h.inference_forward * 1e3, t.launch * 1e3);
+  CHECK(t.launch == Approx(expected).epsilon(1e-12));
+  // The fused graph launches fewer kernels: fused QKV and gate-up, one-pass norms and rotary.
+  e.kernels = EngineKernels::fused;
+  const BatchTime f = BatchTimeModel(m, c, e, 1, 1).decode(1, 128);
+  CHECK(f.launch < 0.6 * t.launch);
+}
+
 TEST_CASE("serving batch: tensor parallelism splits the KV cache and adds two all-reduces per layer", "[serving]") {
   const ClusterModel c = h100(8);
   const ModelSpec m = llama8b();
@@ -136,13 +165,26 @@ TEST_CASE("serving batch: KV capacity is what weights and workspace leave, in wh
 namespace {
 
 // One case of measure_batches.py (clustersim-serving-batches/1) timed by the batch-time model in
-// the engine those measurements ran: eager transformers, DynamicCache (torch.cat every step),
-// sdpa with repeat_kv for GQA, no scheduler around the forward.
-double predict_measured_batch(const nlohmann::json& doc, const nlohmann::json& cs, std::int64_t& size) {
+// the engine those measurements ran: transformers' eager Llama, DynamicCache (torch.cat every
+// step; its decode cells cropped the cache back after every step, leaving views, until the third
+// lease's table made them contiguous again: cache_handling "crop" against "crop-contiguous"),
+// sdpa, where transformers 5.17 passes enable_gqa to SDPA when the call needs no mask (decode
+// steps and the prefills: the profiles' copy kernels are the norms' casts only,
+// serving-batch-profile-2026-11-28.json) and runs repeat_kv when it does (the chunked cells' chunks
+// over a past cache): gqa masked-repeat-kv; no scheduler around the forward.
+// The predicted iteration time, and whether the model has the GPU, not the host's launches,
+// set it (for a chunked cell: at the median chunk).
+struct MeasuredBatchPrediction {
+  double total = 0;
+  bool gpu_bound = false;
+};
+
+MeasuredBatchPrediction predict_measured_cell(const nlohmann::json& doc, const nlohmann::json& cs, std::int64_t& size) {
   EngineSpec e;
   e.launch = LaunchMode::eager;
-  e.kv_layout = KvLayout::concat;
-  e.gqa = GqaMode::repeat_kv;
+  e.kernels = EngineKernels::transformers;
+  e.kv_layout = cs.value("cache_handling", "") == "crop" ? KvLayout::concat_view : KvLayout::concat;
+  e.gqa = GqaMode::masked_repeat_kv;
   const std::string name = cs.at("model");
   const auto& md = doc.at("models").at(name);
   ModelSpec m;
@@ -160,7 +202,8 @@ double predict_measured_batch(const nlohmann::json& doc, const nlohmann::json& c
   const std::int64_t B = cs.at("B");
   if (kind == "prefill") {
     size = cs.at("L");
-    return model.prefill(B, size).total;
+    const BatchTime t = model.prefill(B, size);
+    return {t.total, t.gpu >= t.launch};
   }
   if (kind == "decode") {
     size = cs.at("C");
@@ -168,19 +211,27 @@ double predict_measured_batch(const nlohmann::json& doc, const nlohmann::json& c
     s.decodes = B;
     s.decode_context = double(B) * double(size + 1);
     s.sampled = B;
-    return model.time(s).total;
+    const BatchTime t = model.time(s);
+    return {t.total, t.gpu >= t.launch};
   }
   // Chunks after the first: the median over positions 1.. of the predicted times.
   size = cs.at("K");
   const std::int64_t chunks = cs.at("chunks");
   std::vector<double> p;
+  BatchShape mid;
   for (std::int64_t i = 1; i < chunks; ++i) {
     BatchShape s;
     s.prefills.push_back({size, i * size});
     s.sampled = 1;
     p.push_back(model.time(s).total);
+    if (i == (chunks + 1) / 2) mid = s;
   }
-  return median(p);
+  const BatchTime t = model.time(mid);
+  return {median(p), t.gpu >= t.launch};
+}
+
+double predict_measured_batch(const nlohmann::json& doc, const nlohmann::json& cs, std::int64_t& size) {
+  return predict_measured_cell(doc, cs, size).total;
 }
 
 double p90_of(std::vector<double> v) {
@@ -213,46 +264,64 @@ TEST_CASE("serving batch: measured H100 iteration times (transformers eager), me
 }
 
 TEST_CASE("serving batch: the same cells with the host's speed probed, fast-host repeats", "[serving][accuracy][measured]") {
-  // measure_batches.py with its host-speed probe (2026-11-28, pinned to one CPU), on two leases:
+  // measure_batches.py with its host-speed probe (2026-11-28, pinned to one CPU), on three leases:
   // every repeat carries the time of a fixed pure-Python work unit run just before it, and a
   // repeat is fast when that is below probe_fast_ratio x the fastest probe of the process. The
-  // profile's eager host time per kernel was measured on a host at full speed; the cells' fast
-  // repeats are the ones to hold it against (calibration/serving/README.md, "The host's two
-  // speeds"). The second lease's host ran its host-bound cells 1.3-1.5x slower than the first's,
-  // fast repeats included: the host's speed differs between machines as well as over seconds.
+  // profile's inference host cost per kernel was measured at the host's fast speed (on a fourth
+  // lease: measure_inference_host.py); the cells' fast repeats are the ones to hold it against
+  // (calibration/serving/README.md, "The host's two speeds"). The leases' hosts differ beyond the
+  // two speeds: the same host-bound cells' fast repeats ran 1.3-1.5x longer on the second lease
+  // than on the first. Cells are split by what the model says sets their time (the GPU's
+  // kernels or the host's launches) and each side is reported on its own: the GPU side is what
+  // the kernel model answers for; the host side carries the lease's host. The third lease's
+  // decode cells kept a contiguous cache (cache_handling crop-contiguous), the first two's a
+  // crop() view (predicted with kv_cache concat-view).
   const std::string root = CLUSTERSIM_SOURCE_DIR;
-  std::vector<double> medians_all, medians_fast;
-  for (const char* file : {"serving-batches-2026-11-28.json", "serving-batches-run2-2026-11-28.json"}) {
+  struct Lease {
+    double all = 0, fast = 0, gpu = 0, host = 0;
+  };
+  std::vector<Lease> leases;
+  for (const char* file : {"serving-batches-2026-11-28.json", "serving-batches-run2-2026-11-28.json",
+                           "serving-batches-run3-2026-11-28.json"}) {
     const auto doc = read_json_file(root + "/calibration/data/h100-sxm5-80gb/" + file);
-    std::vector<double> all_err, fast_err;
-    std::printf("\n%s\n%-9s %-8s %5s %6s %10s %12s %10s %8s %8s\n", file, "model", "kind", "B", "L/C/K", "all reps",
-                "fast reps (n)", "predicted", "vs all", "vs fast");
+    std::vector<double> all_err, fast_err, gpu_err, host_err;
+    std::printf("\n%s\n%-9s %-8s %5s %6s %10s %12s %10s %8s %8s %5s\n", file, "model", "kind", "B", "L/C/K",
+                "all reps", "fast reps (n)", "predicted", "vs all", "vs fast", "bound");
     for (const auto& cs : doc.at("cases")) {
       if (cs.contains("error")) continue;
       std::int64_t size = 0;
-      const double predicted = predict_measured_batch(doc, cs, size), all = cs.at("median_s");
+      const MeasuredBatchPrediction p = predict_measured_cell(doc, cs, size);
+      const double predicted = p.total, all = cs.at("median_s");
       const int fast_n = cs.value("fast_n", 0);
       // Fewer than 3 fast repeats: the cell's median over all stands (its host ran slow throughout).
       const double fast = fast_n >= 3 ? cs.at("fast_median_s").get<double>() : all;
       all_err.push_back(std::fabs(predicted - all) / all);
       fast_err.push_back(std::fabs(predicted - fast) / fast);
-      std::printf("%-9s %-8s %5lld %6lld %8.2fms %8.2fms (%2d) %8.2fms %+7.1f%% %+7.1f%%\n",
+      (p.gpu_bound ? gpu_err : host_err).push_back(fast_err.back());
+      std::printf("%-9s %-8s %5lld %6lld %8.2fms %8.2fms (%2d) %8.2fms %+7.1f%% %+7.1f%% %5s\n",
                   cs.at("model").get<std::string>().c_str(), cs.at("kind").get<std::string>().c_str(),
                   (long long)cs.at("B").get<std::int64_t>(), (long long)size, all * 1e3, fast * 1e3, fast_n,
-                  predicted * 1e3, 100 * (predicted - all) / all, 100 * (predicted - fast) / fast);
+                  predicted * 1e3, 100 * (predicted - all) / all, 100 * (predicted - fast) / fast,
+                  p.gpu_bound ? "GPU" : "host");
     }
+    REQUIRE(fast_err.size() >= 45);
+    REQUIRE(gpu_err.size() >= 10);
+    REQUIRE(host_err.size() >= 10);
+    leases.push_back({median(all_err), median(fast_err), median(gpu_err), median(host_err)});
     std::printf("median |error| against every repeat %.1f%% (p90 %.1f%%), against the fast-host repeats %.1f%% "
-                "(p90 %.1f%%) over %zu cases (issue goal: median <= 5%%)\n",
+                "(p90 %.1f%%) over %zu cases (issue goal: median <= 5%%); fast repeats of the %zu GPU-bound cells "
+                "%.1f%% (p90 %.1f%%), of the %zu host-bound %.1f%% (p90 %.1f%%)\n",
                 100 * median(all_err), 100 * p90_of(all_err), 100 * median(fast_err), 100 * p90_of(fast_err),
-                fast_err.size());
-    CHECK(fast_err.size() >= 45);
-    medians_all.push_back(median(all_err));
-    medians_fast.push_back(median(fast_err));
+                fast_err.size(), gpu_err.size(), 100 * median(gpu_err), 100 * p90_of(gpu_err), host_err.size(),
+                100 * median(host_err), 100 * p90_of(host_err));
   }
-  // Where the model stood when these data came in (first lease 8.7 % / 9.4 %, second printed
-  // above): the bounds keep it from sliding back toward the unpinned 2026-11-26 run's 12.9 %.
-  CHECK(medians_all[0] <= 0.10);
-  CHECK(medians_fast[0] <= 0.10);
+  // Where the model stood when the third lease came in (calibration/serving/README.md,
+  // "transformers' own kernels"): GPU-bound cells 7.3 / 6.2 / 5.8 % (the 8B's prefills within
+  // 0-6 %; what stays out: the chunked cells, whose chunks over a past cache build a 4-D mask the
+  // model does not price, and the 1B's small prefills, +5-12 %); every cell against its fast
+  // repeats 9.6 / 13.7 / 6.2 %, the second lease's host running 1.3-1.5x slower throughout.
+  for (const Lease& l : leases) CHECK(l.gpu <= 0.08);
+  for (const Lease& l : leases) CHECK(l.fast <= 0.15);
 }
 
 TEST_CASE("serving batch: the measured engine SDPA table steps with the kernel's waves", "[serving]") {
