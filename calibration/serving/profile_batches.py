@@ -16,7 +16,9 @@ cell:
 so that the per-call host cost of the SDPA backend PyTorch chose can be read beside the others.
 
   python3 calibration/serving/profile_batches.py OUT.json [MODEL:KIND:B:N ...]
-KIND is prefill (N prompt tokens) or decode (N context tokens). Without cells, a default list.
+KIND is prefill (N prompt tokens), decode (N context tokens) or chunk (a chunk of B tokens of one
+request over a past cache of N tokens, as measure_batches.py's chunked cells). Without cells, a
+default list.
 """
 import collections
 import json
@@ -53,6 +55,13 @@ def forward_fn(model, info, kind, b, n, lk):
         def call():
             return model(input_ids=x, past_key_values=new_cache(), use_cache=True, **lk)
         return call, None
+    if kind == "chunk":  # a prefill chunk of b tokens over a past cache of n tokens (one request)
+        cache, _ = build_cache(model, 1, n, vocab, 16384, lk)
+        x = ids(1, b, vocab)
+
+        def call():
+            return model(input_ids=x, past_key_values=cache, use_cache=True, **lk)
+        return call, (cache, n)
     cache, _ = build_cache(model, b, n, vocab, 16384, lk)
     x = ids(b, 1, vocab)
 
