@@ -214,6 +214,8 @@ TEST_CASE("serve: bad serving scenarios name the file, the JSON path and the val
   doc["serving"]["scheduler"]["policy"] = "vlm";
   doc["workload"]["prompt"]["value"] = -4;
   doc["slo"] = {{"ttft", 5}};
+  doc["serving"]["engine"]["kernels"] = "transformer";
+  doc["serving"]["engine"]["gqa"] = "masked";
   Diagnostics diag("bad.json");
   parse_serving_scenario(doc, diag);
   std::string all;
@@ -221,7 +223,8 @@ TEST_CASE("serve: bad serving scenarios name the file, the JSON path and the val
   std::printf("%s", all.c_str());
   CHECK_THAT(all, Catch::Contains("bad.json: /serving/scheduler/policy") && Catch::Contains("did you mean \"vllm\"") &&
                       Catch::Contains("/workload/prompt/value") && Catch::Contains("-4") &&
-                      Catch::Contains("/slo/ttft"));
+                      Catch::Contains("/slo/ttft") && Catch::Contains("/serving/engine/kernels") &&
+                      Catch::Contains("\"transformer\"") && Catch::Contains("/serving/engine/gqa"));
   // A KV cache too small for the longest request is an error, not a hang.
   auto big = base_doc();
   big["serving"]["engine"]["memory_fraction"] = 0.225;  // about 11,700 tokens of KV cache (85.0e9-byte H100)
