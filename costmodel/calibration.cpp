@@ -579,11 +579,20 @@ HostDispatch fit_host_dispatch(const std::string& file) {
 }
 
 InferenceHost fit_inference_host(const std::vector<std::string>& files) {
+  // A number at obj[key] (0 where absent, null or not a number: the caller reports it).
+  const auto number = [](const nlohmann::json& obj, const char* key) {
+    const auto it = obj.find(key);
+    return it != obj.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  const auto text = [](const nlohmann::json& obj, const char* key) {
+    const auto it = obj.find(key);
+    return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   std::vector<double> per_kernel, forward;
   for (const auto& file : files) {
     const auto doc = read_json_file(file);
     Diagnostics diag(file);
-    if (!doc.is_object() || doc.value("format", "") != "clustersim-inference-host/1")
+    if (!doc.is_object() || text(doc, "format") != "clustersim-inference-host/1")
       throw InputError(file, "/format", "expected \"clustersim-inference-host/1\"");
     if (!doc.contains("paired") || !doc["paired"].is_object() || doc["paired"].empty())
       throw InputError(file, "/paired", "expected the paired per-layer figures (measure_inference_host.py with "
@@ -598,30 +607,32 @@ InferenceHost fit_inference_host(const std::vector<std::string>& files) {
           continue;
         }
         const auto& k = kinds[kind];
-        const double layer = k.value("per_layer_fast_s", 0.0), launches = k.value("launches_per_layer", 0.0);
+        // per_layer_fast_s is null where no pair of repeats ran at the host's fast speed.
+        const double layer = number(k, "per_layer_fast_s"), launches = number(k, "launches_per_layer");
         if (!(layer > 0) || !(launches > 0)) {
-          diag.error(path, "expected per_layer_fast_s > 0 and launches_per_layer > 0");
+          diag.error(path, "expected per_layer_fast_s > 0 and launches_per_layer > 0 (null: no pair of repeats "
+                           "ran at the host's fast speed)");
           continue;
         }
         const double rate = layer / launches;
         per_kernel.push_back(rate);
         // The shorter model's own case: its fast median and launches.
-        std::int64_t fewest = 0;
-        double host = 0, all = 0;
-        for (const auto& c : cases)
-          if (c.is_object() && c.value("width_of", "") == width && c.value("kind", "") == kind &&
-              (fewest == 0 || c.value("layers", std::int64_t{0}) < fewest)) {
-            fewest = c.value("layers", std::int64_t{0});
-            host = c.contains("fast_median_s") && c["fast_median_s"].is_number() ? c["fast_median_s"].get<double>() : 0;
-            all = c.value("launches", 0.0);
+        double fewest = 0, host = 0, all = 0;
+        for (const auto& c : cases) {
+          const double layers = c.is_object() ? number(c, "layers") : 0.0;
+          if (layers > 0 && text(c, "width_of") == width && text(c, "kind") == kind && (fewest == 0 || layers < fewest)) {
+            fewest = layers;
+            host = number(c, "fast_median_s");
+            all = number(c, "launches");
           }
+        }
         if (!(fewest > 0) || !(host > 0) || !(all > 0)) {
           diag.error("/cases", fmt::format("expected the {} {} case of the fewest layers with fast_median_s and launches",
                                            width, kind));
           continue;
         }
-        const double outside_launches = all - double(fewest) * launches;
-        forward.push_back(std::max(0.0, host - double(fewest) * layer - outside_launches * rate));
+        const double outside_launches = all - fewest * launches;
+        forward.push_back(std::max(0.0, host - fewest * layer - outside_launches * rate));
       }
     }
     diag.throw_if_errors();

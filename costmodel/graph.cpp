@@ -173,8 +173,6 @@ Op saved_marker(std::string name, Split split, double saved) {
   return op;
 }
 
-// Norm over the residual stream; under autocast it runs in fp32 and a cast kernel makes
-// the 16-bit copy the next matmul reads (and casts its gradient back).
 // transformers' LlamaRMSNorm in inference over `width` features per token, in d.e bytes:
 // x.to(fp32) (a cast on load); x.pow(2); .mean(-1) (a row reduction); + eps and rsqrt over
 // one fp32 per token; x * rsqrt (the [t, 1] factor broadcast over the row takes the
@@ -201,6 +199,8 @@ void hf_rms_norm(std::vector<Op>& ops, const std::string& name, const Dims& d, i
   pass("weight", 2 * x * d.e + double(width) * d.e, MemoryKind::broadcast, 1, double(width));
 }
 
+// Norm over the residual stream; under autocast it runs in fp32 and a cast kernel makes
+// the 16-bit copy the next matmul reads (and casts its gradient back).
 void norm(std::vector<Op>& ops, const std::string& name, const Dims& d, bool rms) {
   if (d.hf && rms) return hf_rms_norm(ops, name, d, d.H, Split::seq);
   // Reads x, writes y (statistics are negligible); backward reads x and dy, writes dx,

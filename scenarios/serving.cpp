@@ -40,6 +40,11 @@ const Names<KvLayout>& kv_names() {
   static const Names<KvLayout> n{{KvLayout::paged, "paged"}, {KvLayout::concat, "concat"}, {KvLayout::concat_view, "concat-view"}};
   return n;
 }
+// An eager engine runs transformers' model code unless the scenario says otherwise; one that
+// launches CUDA graphs runs fused kernels.
+EngineKernels default_kernels(LaunchMode launch) {
+  return launch == LaunchMode::eager ? EngineKernels::transformers : EngineKernels::fused;
+}
 const Names<EngineKernels>& kernels_names() {
   static const Names<EngineKernels> n{{EngineKernels::transformers, "transformers"}, {EngineKernels::fused, "fused"}};
   return n;
@@ -75,8 +80,7 @@ void parse_engine(const nlohmann::json& j, EngineSpec& e, Diagnostics& diag) {
                   "memory_fraction"});
   if (!r.valid()) return;
   e.launch = read_enum(r, "launch", launch_names(), false).value_or(LaunchMode::eager);
-  e.kernels = read_enum(r, "kernels", kernels_names(), false)
-                  .value_or(e.launch == LaunchMode::eager ? EngineKernels::transformers : EngineKernels::fused);
+  e.kernels = read_enum(r, "kernels", kernels_names(), false).value_or(default_kernels(e.launch));
   e.kv_layout = read_enum(r, "kv_cache", kv_names(), false).value_or(KvLayout::paged);
   e.gqa = read_enum(r, "gqa", gqa_names(), false).value_or(GqaMode::native);
   e.attention = read_enum(r, "attention", attention_names(), false).value_or(AttentionMode::per_request);
@@ -493,12 +497,13 @@ nlohmann::json to_json(const ServingScenario& s) {
                 {"vocab", s.model.vocab},                {"seq_len", s.model.seq_len}, {"tie_embeddings", s.model.tie_embeddings}};
   j["cluster"] = {{"gpu", s.cluster.gpu}, {"nodes", s.cluster.nodes}, {"gpus_per_node", s.cluster.gpus_per_node}};
   j["engine"] = {{"launch", enum_name(launch_names(), s.engine.launch)},
-                 {"kernels", enum_name(kernels_names(), s.engine.kernels)},
                  {"kv_cache", enum_name(kv_names(), s.engine.kv_layout)},
                  {"gqa", enum_name(gqa_names(), s.engine.gqa)},
                  {"iteration_overhead_s", s.engine.iteration_overhead},
                  {"memory_fraction", s.engine.memory_fraction}};
   // Keys added for the measured engine only, so earlier scenarios keep their hashes.
+  if (s.engine.kernels != default_kernels(s.engine.launch))
+    j["engine"]["kernels"] = enum_name(kernels_names(), s.engine.kernels);
   if (s.engine.attention != AttentionMode::per_request)
     j["engine"]["attention"] = enum_name(attention_names(), s.engine.attention);
   if (s.engine.host.enabled) {

@@ -229,8 +229,10 @@ BatchTimeModel::Dense BatchTimeModel::layer_dense(i64 tokens) const {
   return dense_cache_[i];
 }
 
-// Whether this batch's attention runs repeat_kv (GqaMode).
-bool BatchTimeModel::repeats_kv(const BatchShape& b) const {
+// Whether this batch's attention expands K and V to every query head (GqaMode; repeat_kv
+// returns its input when there is one query head per kv head).
+bool BatchTimeModel::expands_kv(const BatchShape& b) const {
+  if (heads_gpu_ <= kv_heads_gpu_) return false;
   if (engine_.gqa == GqaMode::repeat_kv) return true;
   if (engine_.gqa != GqaMode::masked_repeat_kv) return false;
   for (const auto& p : b.prefills)
@@ -238,18 +240,21 @@ bool BatchTimeModel::repeats_kv(const BatchShape& b) const {
   return false;
 }
 
+// Kernels a layer launches to store the new K and V: the write into their blocks (paged) or
+// torch.cat of K and of V (a concatenated cache).
+int BatchTimeModel::cache_kernels() const { return engine_.kv_layout == KvLayout::paged ? 1 : 2; }
+
 // Attention and KV-cache traffic of one layer on one GPU.
 Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
   const double hd = double(model_.head_dim());
   const double kv_token = 2.0 * double(kv_heads_gpu_) * hd * kElement;  // K and V of one token
   const double q_token = double(heads_gpu_) * hd * kElement;
-  const bool expand = repeats_kv(b) && heads_gpu_ > kv_heads_gpu_;
+  const bool expand = expands_kv(b);
   // K and V as attention reads them: expanded to every query head by repeat_kv.
   const double read_token = expand ? 2.0 * double(heads_gpu_) * hd * kElement : kv_token;
   if (engine_.attention == AttentionMode::packed) return packed_attention_layer(b, kv_token, q_token, read_token);
   Seconds t = 0;
   Bytes cache_traffic = 0;  // the cache write (paged) or the concatenation's copy
-  int cache_kernels = 0;
   double context_total = 0;  // tokens whose K and V are in the cache after this iteration
   if (b.decodes > 0) {
     // One query token per request against its whole context: memory-bound.
@@ -257,6 +262,9 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
     t += km_.memory(bytes, 1);
     context_total += b.decode_context;
   }
+  // The prefills' attention is one call a layer (a padded batch, or varlen attention over the
+  // requests): each request's work, one launch.
+  if (b.prefills.size() > 1) t -= double(b.prefills.size() - 1) * cluster_.gpu.efficiency.kernel_overhead;
   for (const auto& p : b.prefills) {
     const i64 keys = p.context + p.tokens;
     // Causal chunk: each of the c queries sees the p cached keys and on average half of
@@ -272,7 +280,6 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
   MemoryKind cache_kind = MemoryKind::elementwise;
   if (engine_.kv_layout == KvLayout::paged) {
     cache_traffic = 2.0 * new_tokens * kv_token;  // read the new K, V and write them into their blocks
-    cache_kernels = 1;
   } else {
     // torch.cat of K and of V: read the old cache and the new tokens, write the whole. The new
     // K and V keep the projection's [b, s, h, d] layout: with more than one new token per
@@ -280,13 +287,15 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
     // the whole cache, as it does when the cache itself is a crop() view; one decode token
     // per request is contiguous and the copy vectorized.
     cache_traffic = 2.0 * context_total * kv_token;
-    cache_kernels = 2;
     if (!b.prefills.empty() || engine_.kv_layout == KvLayout::concat_view) cache_kind = MemoryKind::concat;
   }
-  if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels, cache_kind);
+  if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels(), cache_kind);
   if (expand && new_tokens > 0) {
-    // repeat_kv: read K and V once, write them once per query head.
-    t += km_.memory(context_total * (kv_token + read_token), 2);
+    // repeat_kv: read K and V once, write them once per query head; its expand + reshape
+    // copies a stride-0 view, TensorIterator's unvectorized path (profiled at 1.1 TB/s:
+    // serving-batch-profile-chunk-2026-11-28.json). The packed path prices the same copy at
+    // the measured engine's own rate where its calibration file has one.
+    t += km_.memory(context_total * (kv_token + read_token), 2, MemoryKind::noncontiguous);
   }
   return t;
 }
@@ -399,12 +408,10 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   r.gpu = r.linear + r.attention + r.comm;
   Seconds host_forward = 0;
   if (engine_.launch == LaunchMode::eager) {
-    // One attention call a layer over the batch's prefills (a padded batch, or varlen
-    // flash attention over the requests) and one over its decodes; the cache's write (paged)
-    // or its K and V concatenations; repeat_kv's two copies.
-    const int attn_kernels = (b.decodes > 0 ? 1 : 0) + (b.prefills.empty() ? 0 : 1) +
-                             (engine_.kv_layout == KvLayout::paged ? 1 : 2) +
-                             (repeats_kv(b) ? 2 : 0);
+    // One attention call a layer over the batch's prefills and one over its decodes
+    // (attention_layer), the cache's kernels, repeat_kv's two copies.
+    const int attn_kernels = (b.decodes > 0 ? 1 : 0) + (b.prefills.empty() ? 0 : 1) + cache_kernels() +
+                             (expands_kv(b) ? 2 : 0);
     const double kernels = L * double(kernels_per_layer_ + attn_kernels) + kernels_outside_;
     host_forward = kernels * eager_inference_per_kernel(cluster_.gpu.host);
     if (engine_.kernels == EngineKernels::transformers) host_forward += cluster_.gpu.host.inference_forward;

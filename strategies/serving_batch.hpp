@@ -197,7 +197,8 @@ class BatchTimeModel {
   Dense layer_dense(std::int64_t tokens) const;  // memoised by token count
   Dense compute_layer_dense(std::int64_t tokens) const;
   Seconds attention_layer(const BatchShape& b) const;
-  bool repeats_kv(const BatchShape& b) const;
+  bool expands_kv(const BatchShape& b) const;
+  int cache_kernels() const;
   Seconds packed_attention_layer(const BatchShape& b, double kv_token, double q_token, double read_token) const;
   Seconds measured_packed_attention_layer(double q, double kv_total, double kv_token, double q_token,
                                           double read_token) const;

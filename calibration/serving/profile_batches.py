@@ -31,7 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure_batches import (build_cache, build_model, ids, logits_kwargs, new_cache, provenance,  # noqa: E402
+from measure_batches import (build_cache, build_model, contiguous_cache, ids, logits_kwargs, new_cache, provenance,  # noqa: E402
                             timed_host)
 
 DEFAULT = ["llama-8b:decode:1:128", "llama-8b:decode:1:1024", "llama-8b:decode:1:4096", "llama-8b:decode:8:1024",
@@ -71,6 +71,13 @@ def forward_fn(model, info, kind, b, n, lk):
     return call, (cache, n)
 
 
+def recrop(state):
+    """The cache back to its length, its K and V made contiguous again (as measure_batches.py's
+    decode cells: crop() leaves views, whose next torch.cat takes the generic path)."""
+    state[0].crop(state[1])
+    contiguous_cache(state[0])
+
+
 def time_calls(call, state, repeats):
     ev, host = [], []
     for i in range(2 + repeats):
@@ -78,7 +85,7 @@ def time_calls(call, state, repeats):
         t_event, t_host, out = timed_host(call)
         del out
         if state is not None:
-            state[0].crop(state[1])
+            recrop(state)
         if i >= 2:
             ev.append(t_event)
             host.append(t_host)
@@ -93,7 +100,7 @@ def profile_one(call, state):
         torch.cuda.synchronize()
     del out
     if state is not None:
-        state[0].crop(state[1])
+        recrop(state)
     ops, kernels = collections.defaultdict(lambda: [0, 0.0]), collections.defaultdict(lambda: [0, 0.0])
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CPU:
@@ -140,7 +147,7 @@ def main():
                 except Exception as exc:  # noqa: BLE001
                     rec["forced"][bname] = {"error": repr(exc)[:300]}
                     if state is not None:  # a forward that failed part-way appended to some layers
-                        state[0].crop(state[1])
+                        recrop(state)
             del call, state
         torch.cuda.empty_cache()
         doc["cells"].append(rec)

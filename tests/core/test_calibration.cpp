@@ -163,6 +163,36 @@ TEST_CASE("malformed calibration data is rejected with its path", "[calibration]
                     Catch::Contains("/format"));
 }
 
+TEST_CASE("the inference host cost: the paired fast per-layer difference over the layer's launches", "[calibration]") {
+  const std::string file = kData + "inference-host-paired-2026-11-28.json";
+  const auto doc = read_json_file(file);
+  // Recomputed here: per width and forward, per_layer_fast_s / launches_per_layer; outside,
+  // the 2-layer model's fast median less two layers and its other launches at that rate.
+  std::vector<double> rates, outside;
+  for (const auto& [width, kinds] : doc.at("paired").items())
+    for (const char* kind : {"decode", "prefill"}) {
+      const double layer = kinds.at(kind).at("per_layer_fast_s"), launches = kinds.at(kind).at("launches_per_layer");
+      rates.push_back(layer / launches);
+      for (const auto& c : doc.at("cases"))
+        if (c.at("width_of") == width && c.at("kind") == kind && c.at("layers") == 2)
+          outside.push_back(c.at("fast_median_s").get<double>() - 2 * layer -
+                            (c.at("launches").get<double>() - 2 * launches) * rates.back());
+    }
+  const InferenceHost h = fit_inference_host({file});
+  std::printf("inference host: per kernel expected %.3f us, fitted %.3f us; outside expected %.3f ms, fitted %.3f ms\n",
+              median(rates) * 1e6, h.per_kernel * 1e6, median(outside) * 1e3, h.forward * 1e3);
+  CHECK(h.per_kernel == Approx(median(rates)).epsilon(1e-12));
+  CHECK(h.forward == Approx(median(outside)).epsilon(1e-12));
+  // A host that never ran fast leaves per_layer_fast_s null: an error with its path, not a crash.
+  auto slow = doc;
+  slow["paired"]["llama-1b"]["decode"]["per_layer_fast_s"] = nullptr;
+  CHECK_THROWS_WITH(fit_inference_host({bad("inference-host-slow.json", slow)}),
+                    Catch::Contains("/paired/llama-1b/decode") && Catch::Contains("per_layer_fast_s"));
+  auto other = doc;
+  other["format"] = "clustersim-host-dispatch/1";
+  CHECK_THROWS_WITH(fit_inference_host({bad("inference-host-format.json", other)}), Catch::Contains("/format"));
+}
+
 TEST_CASE("the DTensor bias cost: biased minus unbiased host-bound steps per biased module, at the profile's host speed",
           "[calibration]") {
   const std::string file = kData + "dtensor-bias-2026-11-27.json";

@@ -316,10 +316,10 @@ TEST_CASE("serving batch: the same cells with the host's speed probed, fast-host
                 100 * median(host_err), 100 * p90_of(host_err));
   }
   // Where the model stood when the third lease came in (calibration/serving/README.md,
-  // "transformers' own kernels"): GPU-bound cells 7.3 / 6.2 / 5.8 % (the 8B's prefills within
+  // "transformers' own kernels"): GPU-bound cells 5.8 / 6.2 / 4.3 % (the 8B's prefills within
   // 0-6 %; what stays out: the chunked cells, host-bound at 23-30 us a launch on the lease that
   // profiled them, and the 1B's small prefills, +5-12 %); every cell against its fast
-  // repeats 9.6 / 13.7 / 6.2 %, the second lease's host running 1.3-1.5x slower throughout.
+  // repeats 9.6 / 13.8 / 6.0 %, the second lease's host running 1.3-1.5x slower throughout.
   for (const Lease& l : leases) CHECK(l.gpu <= 0.08);
   for (const Lease& l : leases) CHECK(l.fast <= 0.15);
 }
