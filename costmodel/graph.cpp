@@ -173,6 +173,16 @@ Op saved_marker(std::string name, Split split, double saved) {
   return op;
 }
 
+// A kernel of an inference forward (GraphStyle::transformers_inference): no backward, nothing
+// saved.
+Op forward_op(std::string name, Split split, double bytes, MemoryKind kind, int kernels, double params = 0) {
+  Op op = memory_op(std::move(name), split, bytes, 0, 0, params);
+  op.memory_kind = kind;
+  op.kernels = kernels;
+  op.backward_kernels = 0;
+  return op;
+}
+
 // transformers' LlamaRMSNorm in inference over `width` features per token, in d.e bytes:
 // x.to(fp32) (a cast on load); x.pow(2); .mean(-1) (a row reduction); + eps and rsqrt over
 // one fp32 per token; x * rsqrt (the [t, 1] factor broadcast over the row takes the
@@ -182,17 +192,13 @@ Op saved_marker(std::string name, Split split, double saved) {
 void hf_rms_norm(std::vector<Op>& ops, const std::string& name, const Dims& d, i64 width, Split split) {
   const double x = double(d.T()) * width;  // elements
   const double rows = double(d.T());
-  const auto pass = [&](const std::string& what, double bytes, MemoryKind kind, int kernels, double params = 0) {
-    Op op = memory_op(name + "-" + what, split, bytes, 0, 0, params);
-    op.memory_kind = kind;
-    op.kernels = kernels;
-    op.backward_kernels = 0;
-    ops.push_back(op);
-    return ops.size() - 1;
+  const auto pass = [&](const char* what, double bytes, MemoryKind kind, int kernels, double params = 0) {
+    ops.push_back(forward_op(name + "-" + what, split, bytes, kind, kernels, params));
   };
   pass("to-fp32", x * (d.e + 4), MemoryKind::cast_up, 1);
   pass("pow", 8 * x, MemoryKind::elementwise, 1);
-  ops[pass("mean", 4 * x + 4 * rows, MemoryKind::norm, 1)].role = OpRole::row_reduction;
+  pass("mean", 4 * x + 4 * rows, MemoryKind::norm, 1);
+  ops.back().role = OpRole::row_reduction;
   pass("eps-rsqrt", 16 * rows, MemoryKind::elementwise, 2);
   pass("scale", 8 * x + 4 * rows, MemoryKind::mixed_add, 1);
   pass("to-bf16", x * (4 + d.e), MemoryKind::elementwise, 1);
@@ -382,18 +388,10 @@ void attention_ops(std::vector<Op>& ops, const ModelSpec& m, const Dims& d, bool
     // halves), * sin (broadcast), and the sum of the two products, whose layouts differ (one
     // keeps q's strides): five kernels on each of q and k.
     const double X = q_bytes + kv_bytes;
-    const auto pass = [&](const char* what, double bytes, MemoryKind kind) {
-      Op op = memory_op(std::string("rotary-") + what, Split::heads, bytes, 0, 0);
-      op.memory_kind = kind;
-      op.kernels = 2;
-      op.backward_kernels = 0;
-      ops.push_back(op);
-    };
-    pass("cos-sin-muls", 4 * X, MemoryKind::broadcast);
-    ops.back().kernels = 4;
-    pass("neg", X, MemoryKind::noncontiguous);
-    pass("cat", 2 * X, MemoryKind::concat);
-    pass("add", 3 * X, MemoryKind::strided);
+    ops.push_back(forward_op("rotary-cos-sin-muls", Split::heads, 4 * X, MemoryKind::broadcast, 4));
+    ops.push_back(forward_op("rotary-neg", Split::heads, X, MemoryKind::noncontiguous, 2));
+    ops.push_back(forward_op("rotary-cat", Split::heads, 2 * X, MemoryKind::concat, 2));
+    ops.push_back(forward_op("rotary-add", Split::heads, 3 * X, MemoryKind::strided, 2));
   } else if (llama) {
     if (d.eager) {
       // rotate-half written out on q and k (X bytes together), each [b, h, s, d] a
@@ -496,12 +494,8 @@ void swiglu_mlp(std::vector<Op>& ops, const Dims& d, i64 f, const std::string& p
     ops.push_back(saved_marker(prefix + "mlp-input-saved", Split::seq, d.TH() * d.g));
   }
   if (d.hf) {
-    Op silu = memory_op(prefix + "silu", Split::column, 2 * ff * d.e, 0, 0);
-    silu.backward_kernels = 0;
-    ops.push_back(silu);
-    Op mul = memory_op(prefix + "silu-mul", Split::column, 3 * ff * d.e, 0, 0);
-    mul.backward_kernels = 0;
-    ops.push_back(mul);
+    ops.push_back(forward_op(prefix + "silu", Split::column, 2 * ff * d.e, MemoryKind::elementwise, 1));
+    ops.push_back(forward_op(prefix + "silu-mul", Split::column, 3 * ff * d.e, MemoryKind::elementwise, 1));
   } else if (d.eager) {
     // gate and up are chunk() views of the fused output (rows of 2f): silu(gate) reads a
     // strided view (unvectorized unary), silu(gate) * up a strided operand. Backward:
@@ -732,10 +726,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
     // GEMM), cat(freqs, freqs), cos and sin, each scaled by attention_scaling and cast to
     // 16 bits, after cache_position's arange and the position ids: ten small kernels,
     // about 54 bytes per token and head-dim element.
-    Op rope = memory_op("rotary-cos-sin", Split::none, 54.0 * double(d.T()) * d.D, 0, 0);
-    rope.kernels = 10;
-    rope.backward_kernels = 0;
-    emb.ops.push_back(rope);
+    emb.ops.push_back(forward_op("rotary-cos-sin", Split::none, 54.0 * double(d.T()) * d.D, MemoryKind::elementwise, 10));
   }
   if (!llama) emb.ops.push_back(memory_op("position-embedding-add", Split::seq, 3 * d.TH() * d.r, d.TH() * d.r, 0,
                                           double(d.S) * d.H));
