@@ -95,6 +95,8 @@ void parse_engine(const nlohmann::json& j, EngineSpec& e, Diagnostics& diag) {
   if (e.host.enabled && r.get("iteration_overhead"))
     diag.error("/serving/engine/iteration_overhead",
                "give either iteration_overhead or host_calibration: the calibrated host cost includes the overhead");
+  else
+    e.iteration_overhead = r.quantity("iteration_overhead", Dimension::time, false, kLatency).value_or(0);
   e.memory_fraction = r.number("memory_fraction", 0.01, 1.0, false).value_or(0.9);
 }
 

@@ -69,6 +69,32 @@ TEST_CASE("serve: one request takes a prefill and D-1 decode steps", "[serving]"
   }
 }
 
+TEST_CASE("serve: iteration_overhead adds its host time to every iteration of one request", "[serving]") {
+  auto doc = base_doc();
+  const ServingScenario plain = parse(doc);
+  doc["serving"]["engine"]["iteration_overhead"] = "5ms";
+  const ServingScenario s = parse(doc);
+  CHECK(s.engine.iteration_overhead == Approx(5e-3).epsilon(1e-12));
+  const ClusterModel c = cluster_of(s);
+  const auto base = sim::simulate_serving(plain, c);
+  const auto r = sim::simulate_serving(s, c);
+  REQUIRE(r.records.size() == 1);
+  REQUIRE(base.records.size() == 1);
+  // One prefill and D-1 decode steps, each 5 ms longer (the host's work outside the forward
+  // does not overlap the GPU's).
+  const double D = 64;
+  const double expected = base.records[0].e2e() + D * 5e-3;
+  std::printf("iteration_overhead 5 ms: TTFT expected %.3f ms, simulated %.3f ms; E2E expected %.3f ms, simulated %.3f ms\n",
+              (base.records[0].ttft() + 5e-3) * 1e3, r.records[0].ttft() * 1e3, expected * 1e3, r.records[0].e2e() * 1e3);
+  CHECK(r.records[0].ttft() == Approx(base.records[0].ttft() + 5e-3).epsilon(1e-9));
+  CHECK(r.records[0].e2e() == Approx(expected).epsilon(1e-9));
+  doc["serving"]["engine"]["iteration_overhead"] = "-1ms";
+  Diagnostics diag("<test>");
+  (void)parse_serving_scenario(doc, diag);
+  REQUIRE_FALSE(diag.ok());
+  CHECK_THAT(diag.problems()[0].to_string(), Catch::Contains("/serving/engine/iteration_overhead"));
+}
+
 TEST_CASE("serve: a saturated static batch decodes in lock-step", "[serving]") {
   auto doc = base_doc();
   doc["serving"]["scheduler"] = {{"policy", "static"}, {"max_batch_size", 32}, {"max_batched_tokens", 32 * 512}};
