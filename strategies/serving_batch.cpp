@@ -11,6 +11,12 @@ namespace clustersim {
 namespace {
 using i64 = std::int64_t;
 constexpr double kElement = 2;  // bf16 weights, activations and KV cache
+// transformers' masked SDPA (a prefill chunk over a past cache), counted in
+// serving-batch-profile-chunk-2026-11-28.json against the unmasked prefills: the boolean
+// mask built once a forward (sdpa_mask: arange of the query and of the key positions, their
+// offsets, the causal comparison), and its conversion to an additive mask in each SDPA call.
+constexpr int kMaskBuildKernels = 7;
+constexpr int kSdpaMaskKernels = 3;
 
 // The model's forward graph at one token (one sequence of length 1): every token-wise
 // op's shape and bytes are then per token and scale with the batch's token count. An engine
@@ -234,10 +240,27 @@ BatchTimeModel::Dense BatchTimeModel::layer_dense(i64 tokens) const {
 bool BatchTimeModel::expands_kv(const BatchShape& b) const {
   if (heads_gpu_ <= kv_heads_gpu_) return false;
   if (engine_.gqa == GqaMode::repeat_kv) return true;
-  if (engine_.gqa != GqaMode::masked_repeat_kv) return false;
+  return engine_.gqa == GqaMode::masked_repeat_kv && masked_chunk(b);
+}
+
+// Whether transformers' sdpa path hands SDPA an attention mask: its causal skip
+// (is_causal=True, no mask) needs as many queries as keys or a single query, so a prefill
+// chunk of several tokens over a past cache gets a materialized boolean mask.
+bool BatchTimeModel::masked_chunk(const BatchShape& b) const {
   for (const auto& p : b.prefills)
-    if (p.context > 0) return true;
+    if (p.context > 0 && p.tokens > 1) return true;
   return false;
+}
+
+// Elements of the boolean masks [queries, keys] of the batch's masked chunks (zero where
+// transformers' kernels do not run or no chunk is masked).
+Bytes BatchTimeModel::sdpa_mask_elements(const BatchShape& b) const {
+  if (engine_.kernels != EngineKernels::transformers || engine_.attention != AttentionMode::per_request ||
+      !masked_chunk(b))
+    return 0;
+  double n = 0;
+  for (const auto& p : b.prefills) n += double(p.tokens) * double(p.context + p.tokens);
+  return n;
 }
 
 // Kernels a layer launches to store the new K and V: the write into their blocks (paged) or
@@ -290,6 +313,13 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
     if (!b.prefills.empty() || engine_.kv_layout == KvLayout::concat_view) cache_kind = MemoryKind::concat;
   }
   if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels(), cache_kind);
+  if (const Bytes mask = sdpa_mask_elements(b); mask > 0) {
+    // SDPA's cuDNN backend turns the boolean mask into an additive bf16 one in every call
+    // (convert_boolean_attn_mask_cudnn: at::where over the mask with two device scalars):
+    // two fills and a broadcasting where, TensorIterator's unvectorized path
+    // (serving-batch-profile-chunk-2026-11-28.json: 3 kernels a layer, none in unmasked cells).
+    t += km_.memory(mask * (1.0 + kElement), kSdpaMaskKernels, MemoryKind::noncontiguous);
+  }
   if (expand && new_tokens > 0) {
     // repeat_kv: read K and V once, write them once per query head; its expand + reshape
     // copies a stride-0 view, TensorIterator's unvectorized path (profiled at 1.1 TB/s:
@@ -380,6 +410,7 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   r.linear = L * d.gpu;
   r.comm = L * d.comm;
   r.attention = L * attn;
+  if (const Bytes mask = sdpa_mask_elements(b); mask > 0) r.attention += km_.memory(mask, kMaskBuildKernels);
   // Embedding over the T tokens (first stage), final norm over T and logits of the
   // sampled rows (last stage).
   for (const Op& op : unit_.blocks[0].ops) {
@@ -410,9 +441,11 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   if (engine_.launch == LaunchMode::eager) {
     // One attention call a layer over the batch's prefills and one over its decodes
     // (attention_layer), the cache's kernels, repeat_kv's two copies.
+    const bool masked = sdpa_mask_elements(b) > 0;
     const int attn_kernels = (b.decodes > 0 ? 1 : 0) + (b.prefills.empty() ? 0 : 1) + cache_kernels() +
-                             (expands_kv(b) ? 2 : 0);
-    const double kernels = L * double(kernels_per_layer_ + attn_kernels) + kernels_outside_;
+                             (expands_kv(b) ? 2 : 0) + (masked ? kSdpaMaskKernels : 0);
+    const double kernels =
+        L * double(kernels_per_layer_ + attn_kernels) + kernels_outside_ + (masked ? kMaskBuildKernels : 0);
     host_forward = kernels * eager_inference_per_kernel(cluster_.gpu.host);
     if (engine_.kernels == EngineKernels::transformers) host_forward += cluster_.gpu.host.inference_forward;
   }

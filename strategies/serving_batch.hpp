@@ -198,6 +198,8 @@ class BatchTimeModel {
   Dense compute_layer_dense(std::int64_t tokens) const;
   Seconds attention_layer(const BatchShape& b) const;
   bool expands_kv(const BatchShape& b) const;
+  bool masked_chunk(const BatchShape& b) const;
+  Bytes sdpa_mask_elements(const BatchShape& b) const;
   int cache_kernels() const;
   Seconds packed_attention_layer(const BatchShape& b, double kv_token, double q_token, double read_token) const;
   Seconds measured_packed_attention_layer(double q, double kv_total, double kv_token, double q_token,

@@ -123,6 +123,48 @@ TEST_CASE("serving batch: transformers' eager forward launches its profiled kern
   CHECK(f.launch < 0.6 * t.launch);
 }
 
+TEST_CASE("serving batch: a prefill chunk over a past cache launches transformers' mask and repeat_kv", "[serving]") {
+  // A chunk of C tokens over P cached ones gets a materialized boolean mask (transformers'
+  // causal skip needs C = P + C or C = 1): built once a forward (seven kernels), turned into
+  // an additive mask in every SDPA call (three), and, with masked-repeat-kv, repeat_kv's two
+  // copies a layer (serving-batch-profile-chunk-2026-11-28.json: 1,469 launches for the 8B's
+  // 512-token chunk over 2,048, the 33 memsets aside). A prefill with no past has none of them.
+  const ClusterModel c = h100();
+  EngineSpec e;
+  e.launch = LaunchMode::eager;
+  e.kernels = EngineKernels::transformers;
+  e.kv_layout = KvLayout::concat;
+  e.gqa = GqaMode::masked_repeat_kv;
+  const ModelSpec m = llama8b();
+  const BatchTimeModel model(m, c, e, 1, 1);
+  BatchShape chunk;
+  chunk.prefills.push_back(PrefillChunk{512, 2048});
+  chunk.sampled = 1;
+  BatchShape fresh;
+  fresh.prefills.push_back(PrefillChunk{512, 0});
+  fresh.sampled = 1;
+  const BatchTime tc = model.time(chunk), tf = model.time(fresh);
+  const auto& h = c.gpu.host;
+  const double extra = (32.0 * (3 + 2) + 7) * h.inference_per_kernel;
+  const double launches = (tc.launch - h.inference_forward) / h.inference_per_kernel;
+  std::printf("8B 512-token chunk over 2,048: launches expected 32 x 45 + 20 + 7 = 1,467, computed %.0f; "
+              "extra host time over a fresh prefill expected %.3f ms, computed %.3f ms\n",
+              launches, extra * 1e3, (tc.launch - tf.launch) * 1e3);
+  CHECK(launches == Approx(32.0 * 45 + 20 + 7).epsilon(1e-9));
+  CHECK(tc.launch - tf.launch == Approx(extra).epsilon(1e-9));
+  // The mask's conversion reads the boolean mask and writes a bf16 one: more attention time.
+  CHECK(tc.attention > tf.attention);
+  // One query over the cache is a decode step: transformers skips the mask.
+  BatchShape one;
+  one.prefills.push_back(PrefillChunk{1, 2048});
+  one.sampled = 1;
+  BatchShape dec;
+  dec.decodes = 1;
+  dec.decode_context = 2048;
+  dec.sampled = 1;
+  CHECK(model.time(one).launch == Approx(model.time(dec).launch).epsilon(1e-12));
+}
+
 TEST_CASE("serving batch: tensor parallelism splits the KV cache and adds two all-reduces per layer", "[serving]") {
   const ClusterModel c = h100(8);
   const ModelSpec m = llama8b();
