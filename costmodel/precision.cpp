@@ -54,6 +54,8 @@ PrecisionRules precision_rules(const TrainingSpec& t) {
   // Megatron's main gradients in reduce_dtype: the buffer and its reduction.
   if (megatron_family(f.name) && f.reduce_dtype) r.grad_bytes = r.grad_comm_bytes = element_bytes(*f.reduce_dtype);
   if (f.name == Framework::megatron_deepspeed && t.precision == Precision::mixed_bf16) r.zero_reduce_all = true;
+  if (f.name == Framework::pytorch || f.name == Framework::pytorch_ddp || f.name == Framework::pytorch_tp)
+    r.autograd_accumulation_bytes = 3 * r.grad_bytes;
   if (f.name == Framework::megatron_2019) {
     // FP16_Optimizer of Megatron-LM 2019 (fp16/fp16.py, fp16util.py, loss_scaler.py and
     // mpu/grads.py at a0368ddf) goes tensor by tensor; per parameter it moves: the overflow

@@ -52,6 +52,13 @@ struct PrecisionRules {
   // Transformer Engine casts are kept as fp8 tensors, with no bf16 copy (rules.hpp
   // fp8_weights).
   bool fp8_param_gather = false;
+  // Bytes per parameter that autograd's AccumulateGrad moves when a micro-batch after the
+  // first adds its weight gradient into .grad (read both, write the sum, in the gradient's
+  // type): the frameworks that leave the sum over micro-batches to autograd (plain PyTorch,
+  // DDP, DTensor TP). 0 where the framework sums in its own buffers (Megatron's main_grad,
+  // in the graph: GraphStyle::grad_accumulation_bytes) or shards them first (FSDP, not
+  // modelled: its measured runs have one micro-batch).
+  double autograd_accumulation_bytes = 0;
   // Bytes read plus written per parameter by the optimizer step.
   double optimizer_step_bytes() const;
 };

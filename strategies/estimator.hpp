@@ -47,6 +47,7 @@ class Estimator {
     double kernels_forward = 0, kernels_backward = 0;  // kernels launched (backward: with recompute)
     Seconds host_extra_forward = 0, host_extra_backward = 0;  // host time beyond the kernels (op_host_overhead)
     Seconds host_optimizer = 0;  // host time its parameters add to the optimizer step (op_host_overhead)
+    std::vector<double> weight_params;  // per op with parameters, those on this GPU
   };
 
  private:

@@ -46,7 +46,10 @@ struct StagePrediction {
     return forward + backward + recompute + tp_comm + ep_comm + cp_comm + p2p + zero3_gather + offload_forward + offload_backward;
   }
   Seconds weight_grad = 0;  // of backward, per micro-batch: the weight gradients (deferred by zero-bubble schedules)
-  Seconds dp_exposed = 0, optimizer = 0;  // once per iteration, after the last micro-batch
+  // Once per iteration, after the last micro-batch. optimizer: the weight update on the
+  // compute stream, autograd's gradient accumulation over the micro-batches included
+  // (rules.hpp autograd_grad_accumulation).
+  Seconds dp_exposed = 0, optimizer = 0;
   Seconds host = 0;                       // host time to launch one micro-batch's kernels
   Seconds host_forward = 0;               // of which its forward
   Seconds host_optimizer = 0;             // host time the optimizer step needs before its kernels (once)

@@ -157,6 +157,12 @@ Seconds optimizer_step_marginal(const KernelModel& km, double params, const Prec
 
 Seconds optimizer_step_fixed(const KernelModel& km) { return km.memory_fixed(kOptimizerKernels, MemoryKind::optimizer); }
 
+Seconds autograd_grad_accumulation(const KernelModel& km, double params, std::int64_t micro_batches,
+                                   const PrecisionRules& r) {
+  if (micro_batches <= 1 || params <= 0 || r.autograd_accumulation_bytes <= 0) return 0;
+  return double(micro_batches - 1) * km.memory(params * r.autograd_accumulation_bytes, 1, MemoryKind::elementwise);
+}
+
 Seconds fp8_weight_cast(const KernelModel& km, double fp8_params_held, const PrecisionRules& r) {
   const double bytes = fp8_params_held * fp8_weights(r).cast;
   if (bytes <= 0) return 0.0;

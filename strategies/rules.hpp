@@ -203,6 +203,15 @@ Seconds overlapped_sync_exposed(Seconds reduce, Seconds gather, Seconds backward
 Seconds optimizer_step(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_marginal(const KernelModel& km, double params, const PrecisionRules& r);
 Seconds optimizer_step_fixed(const KernelModel& km);
+// Autograd's sum of the weight gradients over an iteration's `micro_batches`
+// (PrecisionRules::autograd_accumulation_bytes): the first micro-batch's backward hands
+// each weight its gradient, each later one adds its gradient into .grad, one elementwise
+// kernel per weight (AccumulateGrad). The time of those (micro_batches - 1) adds over the
+// `params` of one weight op held by a GPU; 0 with one micro-batch or where the framework
+// sums in buffers of its own. Consumers sum it over their ops and charge it to the
+// iteration's weight update (the adds run on the compute stream between backward passes).
+Seconds autograd_grad_accumulation(const KernelModel& km, double params, std::int64_t micro_batches,
+                                   const PrecisionRules& r);
 // Transformer Engine's once-a-step cast of the weights it casts (fp8_weights' cast bytes
 // per parameter) that the GPU holds (ZeRO-1/2 do not shard them), a memory-bound stream at
 // the elementwise rate. 0 without fp8 GEMMs. Charged with the optimizer step (once per

@@ -33,7 +33,7 @@ Prediction predict_plan(const Scenario& s, const SearchPlan& plan) {
   Diagnostics diag(s.source);
   const ClusterModel c = scenario_cluster(s, diag);
   diag.throw_if_errors();
-  const PrecisionRules rules = precision_rules(s.training.precision, s.training.optimizer);
+  const PrecisionRules rules = precision_rules(s.training);
   const ModelGraph g = build_model_graph(s.model, plan.samples_per_micro_batch, graph_style(s.training));
   const i64 m = plan.micro_batches, pre = i64(g.pre.size()), L = i64(g.layers.size());
   const Bytes activation = g.blocks[std::size_t(g.layers.front())].output_bytes;

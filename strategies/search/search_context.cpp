@@ -16,7 +16,7 @@ SearchContext::SearchContext(const Scenario& s, const SearchOptions& o) : s_(s),
   Diagnostics diag(s.source);
   cluster_ = scenario_cluster(s, diag);
   diag.throw_if_errors();
-  rules_ = precision_rules(s.training.precision, s.training.optimizer);
+  rules_ = precision_rules(s.training);
   budget_ = cluster_.gpu.usable_memory();
   ilp_ = o.ilp;
   ilp_.explain_infeasible = false;

@@ -214,7 +214,8 @@ class Enumerator {
     if (sync.gather_per_pass > 0)
       cost.zero3_gather += zero3_gather_exposed(over_data_axes(Collective::all_gather, sync.gather_per_pass, on),
                                                 cost.forward, cost.backward + cost.recompute, c_.gpu.interference);
-    cost.optimizer += optimizer_step_marginal(km_, updated_params(params, zero, d), p_.rules) +
+    cost.optimizer += autograd_grad_accumulation(km_, params, p_.micro_batches, p_.rules) +
+                      optimizer_step_marginal(km_, updated_params(params, zero, d), p_.rules) +
                       fp8_weight_cast(km_, zero >= 3 ? fp8_params / double(d) : fp8_params, p_.rules);
   }
 

@@ -240,6 +240,35 @@ TEST_CASE("host dispatch: kernels per op, per-kernel cost by framework, hooks pe
   CHECK(host_hooks_per_layer(f, h, 2) == 3.0e-3);
 }
 
+TEST_CASE("autograd gradient accumulation: (m - 1) adds of 3 gradient elements per parameter, one kernel a weight", "[rules]") {
+  const GpuProfile gpu = *find_gpu_profile("h100-sxm5-80gb");
+  const KernelModel km(gpu);
+  const double P = 50e6;  // one weight of a 6.7B model's MLP under tp 2
+  TrainingSpec t;
+  t.precision = Precision::amp_bf16;
+  for (Framework f : {Framework::pytorch, Framework::pytorch_ddp, Framework::pytorch_tp}) {
+    t.framework.name = f;
+    const PrecisionRules r = precision_rules(t);
+    // fp32 .grad += fp32 gradient: read 4 + 4, write 4, in one elementwise kernel per micro-batch after the first.
+    CHECK(r.autograd_accumulation_bytes == 12);
+    const double expected = 7 * km.memory(P * 12, 1, MemoryKind::elementwise);
+    show("50e6 fp32 parameters, 8 micro-batches: 7 adds of 12 bytes each", expected, autograd_grad_accumulation(km, P, 8, r));
+    CHECK(autograd_grad_accumulation(km, P, 8, r) == Approx(expected).epsilon(1e-12));
+    // The 7 adds move 4.2 GB: no faster than HBM's peak.
+    CHECK(autograd_grad_accumulation(km, P, 8, r) > 7 * P * 12 / gpu.memory_bandwidth);
+    CHECK(autograd_grad_accumulation(km, P, 1, r) == 0);  // one micro-batch: autograd hands the gradient over
+  }
+  // Megatron sums into its main_grad buffers (in the graph), FSDP into its shards: none here.
+  for (Framework f : {Framework::megatron, Framework::pytorch_fsdp}) {
+    t.framework.name = f;
+    CHECK(autograd_grad_accumulation(km, P, 8, precision_rules(t)) == 0);
+  }
+  // Under fp32 the gradient is fp32 too.
+  t.framework.name = Framework::pytorch;
+  t.precision = Precision::fp32;
+  CHECK(precision_rules(t).autograd_accumulation_bytes == 12);
+}
+
 TEST_CASE("optimizer step: (step + gradient) bytes per parameter in 8 kernels, affine in parameters", "[rules]") {
   const GpuProfile gpu = *find_gpu_profile("h100-sxm5-80gb");
   const KernelModel km(gpu);
