@@ -33,7 +33,7 @@ Classes model_classes(const Scenario& s) {
   const PrecisionRules& r = est.precision();
   const std::int64_t micro_batches = s.training.global_batch / (s.plan.dp * s.training.micro_batch);
   const std::int64_t mb = s.training.micro_batch;
-  const ModelGraph g = build_model_graph(s.model, mb, graph_style(s.training.precision));
+  const ModelGraph g = build_model_graph(s.model, mb, graph_style(s.training));
   const ShardingContext ctx{s.plan.tp, s.plan.ep, s.plan.sequence_parallel && s.plan.tp > 1, r.compute, r.weight_gemm, 1.0};
   const double m = double(s.training.global_batch / (s.plan.dp * mb));
   std::vector<int> blocks(g.pre);
@@ -98,7 +98,11 @@ TEST_CASE("kernel classes: the model's GEMM, attention and memory-bound time aga
     REQUIRE(same);
     const json& p = run.at("measured").at("profile_per_rank").at(0);
     const json& k = p.at("kernel_time_per_step_s");
-    Classes meas{k.at("gemm"), k.at("attention"), k.at("memory_bound"), k.at("optimizer")};
+    // DTensor's functional collectives clone their input with cudaMemcpyAsync (the profile's
+    // "Memcpy DtoD"): the model's funcol copies are memory-bound ops, so the profile's copies
+    // and memsets count with its memory-bound kernels (0.1-0.6 ms a step outside the DTensor runs).
+    Classes meas{k.at("gemm"), k.at("attention"), k.at("memory_bound").get<double>() + k.at("memcpy").get<double>(),
+                 k.at("optimizer")};
     for (const auto& t : p.at("top_kernels")) {
       if (!is_range(t.at("name"))) continue;
       const std::string cls = t.at("class");
@@ -148,13 +152,19 @@ TEST_CASE("kernel classes: the model's GEMM, attention and memory-bound time aga
   std::printf("median |error|: GEMM %.1f%%, memory-bound %.1f%% over %zu profiled runs\n", 100 * g, 100 * mm,
               gemm_err.size());
   CHECK(gemm_err.size() >= 10);
-  // Today: GEMM 4.7%, memory-bound 13.8% (14.3% before autograd's gradient accumulation
-  // over micro-batches, which brought the 8-micro-batch tp2pp2 run from -24% to -0%; before
-  // the duty-cycle GEMM curve and the eager access paths: 10-20% and 20-40% on the profiled runs; 9.3% while the eager kinds' fixed
-  // time was a single launch's on an idle GPU, 15-20 us of it the host's dispatch of the op:
-  // timed from CUDA graphs, eager-kernels-graphs-2026-11-28.json, it is 3-4 us, and the model
-  // falls short of the multi-GPU runs' memory-bound kernels by 14-27 %, of one GPU's by 5-8 %,
-  // a shortfall the dispatch had covered: calibration/README.md, "Eager kernels from CUDA graphs").
-  CHECK(g <= 0.06);
-  CHECK(mm <= 0.15);
+  // Today: GEMM 6.4%, memory-bound 6.5%. The model's side is the estimator's own graph
+  // (graph_style of the whole training spec: DTensor's separate projections and functional-
+  // collective copies for pytorch-tp) and the profile's memory-bound kernels include its
+  // device copies; until 2026-11-28 the check built every run's graph from the precision
+  // alone, which put DTensor's runs at -18 and -24 % (memory-bound) and their GEMMs at +6 and
+  // -3 %, and the median at 14.3 % (GEMM 4.7 %). The GEMMs of DTensor's separate q, k and v
+  // projections (n = 640 on each of 4 GPUs) are priced 30 % over the profile, where the fused
+  // projection of the same model is within 9 %: dtp4's GEMMs +15 %. What is left in
+  // memory-bound time: DDP's and FSDP's runs (-14 to -27 %) run their kernels beside NCCL's for
+  // 21-175 ms a step (the interference, priced at the step level, not in these sums);
+  // dp2tp2's every class is 17-19 % slower than modelled for the same reason (87 ms of
+  // overlap). History: calibration/README.md, "Eager kernels from CUDA graphs" and
+  // "Autograd's gradient accumulation over micro-batches".
+  CHECK(g <= 0.07);
+  CHECK(mm <= 0.08);
 }
