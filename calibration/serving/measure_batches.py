@@ -46,11 +46,10 @@ repeats or --max-repeats or --cell-seconds; chunked cells run passes until --chu
 passes had every later chunk fast or the same limits. Each cell then also has "fast_median_s"
 / "fast_n" and "slow_median_s" / "slow_n" beside the median over all repeats.
 
-With --inference-host, before each model's cells, measure_inference_host.py's measurement of the
-eager forward's host time per decoder layer and outside the layers, on 2- and 6-layer models of
-the same width, in the same process ("inference_host" in the output). Off by default: the
-difference of two host times taken seconds apart reads the host's speed changes (README.md,
-"The host's two speeds": 0.37-1.42 ms a layer in one process).
+With --inference-host, after every cell, measure_inference_host.py's measurement of the eager
+forward's host time per decoder layer and outside the layers, on 2- and 6-layer models of each
+width, in the same process ("inference_host" in the output; after, because it runs
+torch.profiler, which leaves the process's later launches slower on the host). Off by default.
 
 Peak memory: torch.cuda.max_memory_allocated() over the case (peak statistics reset at its start). Each case runs in try/except; an OOM is
 recorded as {"error": "oom"} followed by torch.cuda.empty_cache().
@@ -440,7 +439,7 @@ def main():
     ap.add_argument("--cell-seconds", type=float, default=8.0,
                     help="stop a cell's extra repeats (beyond --repeats) after this many seconds")
     ap.add_argument("--inference-host", action="store_true",
-                    help="before each model's cells, measure its eager host time per layer "
+                    help="after every cell, measure each model width's eager host time per layer "
                          "(measure_inference_host.py) in this process")
     ap.add_argument("--no-probe", action="store_true",
                     help="no host-speed probe: --repeats repeats, as before 2026-11-28")
@@ -467,14 +466,6 @@ def main():
     print(json.dumps({k: doc["provenance"][k] for k in ("gpu_name", "nvidia_smi", "torch", "cuda_runtime",
                                                         "transformers", "continuous_batching")}), flush=True)
     for name in args.models.split(","):
-        if args.inference_host:
-            # The eager forward's host time per decoder layer and outside the layers, measured in this
-            # process on 2- and 6-layer models of this width (measure_inference_host.py), just before
-            # this model's cells: the host calibration the table is held against.
-            from measure_inference_host import derive, measure_width
-            cases, paired = measure_width(name)
-            doc.setdefault("inference_host", {})[name] = {"cases": cases, "per_layer": derive(cases, name),
-                                                          "paired": paired}
         t0 = time.time()
         try:
             model, info = build_model(name)
@@ -511,6 +502,18 @@ def main():
         del model
         gc.collect()
         torch.cuda.empty_cache()
+    if args.inference_host:
+        # The eager forward's host time per decoder layer and outside the layers, measured in this
+        # process on 2- and 6-layer models of each width (measure_inference_host.py), after every
+        # cell: it counts launches with torch.profiler, and a process's launches cost the host more
+        # once the profiler has run (20 % on these forwards: README.md, "The profiler's shadow"), so
+        # nothing is timed after it. (Until 2026-11-28's fourth session it ran before each model's
+        # cells: serving-batches-run2-2026-11-28.json's host-bound cells carry that.)
+        from measure_inference_host import derive, measure_width
+        for name in doc["models"]:
+            cases, paired = measure_width(name)
+            doc.setdefault("inference_host", {})[name] = {"cases": cases, "per_layer": derive(cases, name),
+                                                          "paired": paired}
     doc["provenance"]["probe_reference_s"] = PROBE["reference_s"] if PROBE["enabled"] else None
     doc["provenance"]["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with open(args.out, "w") as f:

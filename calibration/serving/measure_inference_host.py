@@ -21,8 +21,16 @@ both see the same stretches of the host's speed (run one after the other, 2026-1
 lease saw them in different stretches), and "paired" also gives per layer as the median of the
 paired differences of repeats whose probes were both fast.
 
-  python3 calibration/serving/measure_inference_host.py OUT.json
+  python3 calibration/serving/measure_inference_host.py OUT.json [--layers 2,6]
+
+--layers takes more than two layer counts (e.g. 2,6,12,24): every count's repeats alternate with
+the others', "paired" is taken between the fewest and the most layers as before, and
+"paired_spans" gives the same paired figure for each consecutive pair of counts, so that a host
+time a layer that depends on the model's depth shows. Every case also keeps its CUDA-event
+times ("event_s": from before the call to after it, which bounds the host time from above when
+the GPU keeps up).
 """
+import argparse
 import json
 import os
 import statistics
@@ -38,7 +46,8 @@ from host_speed import FAST_RATIO, PROBE, calibrate_probe, cpu_probe, is_fast, s
 from measure_batches import build_cache, build_model, ids, logits_kwargs, new_cache, timed_host  # noqa: E402
 
 WIDTHS = ("llama-1b", "llama-8b")  # measure_batches.MODELS whose widths the short models take
-LAYERS = (2, 6)
+LAYERS = [2, 6]  # set from --layers
+PROFILE_FIRST = False  # set from --profile-first
 TOKENS = 32
 REPEATS = 300
 
@@ -57,26 +66,33 @@ def measure_pair(calls):
     both see the same stretches of the host's speed: {layers: split_modes record}, and the
     paired differences (more layers - fewer) of the repeats where both probes were fast."""
     hosts = {n: [] for n in calls}
+    events = {n: [] for n in calls}
     probes = {n: [] for n in calls}
     for i in range(20 + REPEATS):
         for n, (call, after) in calls.items():
             torch.cuda.synchronize()
             p = cpu_probe()
-            _, host, out = timed_host(call)
+            event, host, out = timed_host(call)
             del out
             after()
             if i >= 20:
                 hosts[n].append(host)
+                events[n].append(event)
                 probes[n].append(p)
     out = {}
     for n in calls:
         r = split_modes(hosts[n], probes[n])
         r["host_s"] = hosts[n]
+        r["event_s"] = events[n]
         r["median_s"] = statistics.median(hosts[n])
+        r["event_median_s"] = statistics.median(events[n])
         out[n] = r
-    lo, hi = LAYERS
-    diffs = [y - x for x, y, px, py in zip(hosts[lo], hosts[hi], probes[lo], probes[hi]) if is_fast(px) and is_fast(py)]
-    return out, diffs
+
+    def fast_diffs(lo, hi):
+        return [y - x for x, y, px, py in zip(hosts[lo], hosts[hi], probes[lo], probes[hi]) if is_fast(px) and is_fast(py)]
+
+    spans = {(lo, hi): fast_diffs(lo, hi) for lo, hi in zip(LAYERS, LAYERS[1:])}
+    return out, fast_diffs(LAYERS[0], LAYERS[-1]), spans
 
 
 def measure_width(width_of):
@@ -105,19 +121,39 @@ def measure_width(width_of):
                 lambda model=model, xp=xp, lk=lk: model(input_ids=xp, past_key_values=new_cache(), use_cache=True,
                                                         **lk),
                 lambda: None)
-        for kind, calls in forwards.items():
-            counts = {n: launches(*calls[n]) for n in LAYERS}
-            recs, diffs = measure_pair(calls)
+        # Every forward is timed before torch.profiler runs in this process (if it has run, the
+        # process's later launches may cost the host more: --profile-first keeps the old order,
+        # profiler first, for comparison); launches are counted after.
+        counted = {}
+        if PROFILE_FIRST:
+            counted = {kind: {n: launches(*calls[n]) for n in LAYERS} for kind, calls in forwards.items()}
+        timed = {kind: measure_pair(calls) for kind, calls in forwards.items()}
+        if not PROFILE_FIRST:
+            counted = {kind: {n: launches(*calls[n]) for n in LAYERS} for kind, calls in forwards.items()}
+        for kind in forwards:
+            counts = counted[kind]
+            recs, diffs, spans = timed[kind]
+            lo, hi = LAYERS[0], LAYERS[-1]
             paired[kind] = {"fast_pairs": len(diffs),
-                            "per_layer_fast_s": statistics.median(diffs) / (LAYERS[1] - LAYERS[0]) if diffs else None,
-                            "launches_per_layer": (counts[LAYERS[1]] - counts[LAYERS[0]]) / (LAYERS[1] - LAYERS[0])}
+                            "per_layer_fast_s": statistics.median(diffs) / (hi - lo) if diffs else None,
+                            "launches_per_layer": (counts[hi] - counts[lo]) / (hi - lo)}
+            if len(LAYERS) > 2:
+                paired[kind]["spans"] = [
+                    {"layers": [a, b], "fast_pairs": len(d),
+                     "per_layer_fast_s": statistics.median(d) / (b - a) if d else None,
+                     "launches_per_layer": (counts[b] - counts[a]) / (b - a)} for (a, b), d in spans.items()]
+                for sp in paired[kind]["spans"]:
+                    print("%s %-7s layers %d-%d: per layer %s ms over %d fast pairs" % (
+                        width_of, kind, sp["layers"][0], sp["layers"][1],
+                        "%.3f" % (sp["per_layer_fast_s"] * 1e3) if sp["per_layer_fast_s"] else "-",
+                        sp["fast_pairs"]), flush=True)
             for layers in LAYERS:
                 rec = {"width_of": width_of, "hidden": built[layers][1]["hidden_size"], "layers": layers,
                        "kind": kind, "launches": counts[layers]}
                 rec.update(recs[layers])
                 cases.append(rec)
-                print("%-9s %dl %-7s launches %4d  host median %.3f ms, fast %s (%d), slow %s (%d)" % (
-                    width_of, layers, kind, rec["launches"], rec["median_s"] * 1e3,
+                print("%-9s %dl %-7s launches %4d  host median %.3f ms (events %.3f), fast %s (%d), slow %s (%d)" % (
+                    width_of, layers, kind, rec["launches"], rec["median_s"] * 1e3, rec["event_median_s"] * 1e3,
                     "%.3f" % (rec["fast_median_s"] * 1e3) if rec["fast_median_s"] else "-", rec["fast_n"],
                     "%.3f" % (rec["slow_median_s"] * 1e3) if rec["slow_median_s"] else "-", rec["slow_n"]),
                     flush=True)
@@ -135,21 +171,35 @@ def derive(cases, width_of):
     out = {}
     for kind in ("decode", "prefill"):
         c = {r["layers"]: r for r in cases if r["width_of"] == width_of and r["kind"] == kind}
+        lo, hi = LAYERS[0], LAYERS[-1]
         for speed, key in (("all", "median_s"), ("fast", "fast_median_s"), ("slow", "slow_median_s")):
-            a, b = c[LAYERS[0]].get(key), c[LAYERS[1]].get(key)
+            a, b = c[lo].get(key), c[hi].get(key)
             if not (a and b):
                 continue
-            per = (b - a) / (LAYERS[1] - LAYERS[0])
-            out["%s_%s" % (kind, speed)] = {"per_layer_s": per, "outside_s": a - LAYERS[0] * per}
+            per = (b - a) / (hi - lo)
+            out["%s_%s" % (kind, speed)] = {"per_layer_s": per, "outside_s": a - lo * per}
             print("%s %-7s %-4s: per layer %.3f ms (%.1f launches), outside %.3f ms" % (
                 width_of, kind, speed, per * 1e3,
-                (c[LAYERS[1]]["launches"] - c[LAYERS[0]]["launches"]) / (LAYERS[1] - LAYERS[0]),
+                (c[hi]["launches"] - c[lo]["launches"]) / (hi - lo),
                 (a - LAYERS[0] * per) * 1e3), flush=True)
     return out
 
 
 def main():
-    out_path = sys.argv[1]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--layers", default="2,6", help="decoder layer counts, ascending (default 2,6)")
+    ap.add_argument("--widths", default=",".join(WIDTHS),
+                    help="the widths to measure (one a process keeps each free of the other's profiler runs)")
+    ap.add_argument("--profile-first", action="store_true",
+                    help="count launches with torch.profiler before timing (the design before 2026-11-28's fourth session)")
+    args = ap.parse_args()
+    global PROFILE_FIRST
+    PROFILE_FIRST = args.profile_first
+    out_path = args.out
+    LAYERS[:] = sorted({int(x) for x in args.layers.split(",")})
+    if len(LAYERS) < 2 or LAYERS[0] < 1:
+        ap.error("--layers: at least two distinct counts >= 1")
     allowed = sorted(os.sched_getaffinity(0))
     cpu = allowed[len(allowed) // 2]
     os.sched_setaffinity(0, {cpu})
@@ -157,19 +207,22 @@ def main():
     doc = {"format": "clustersim-inference-host/1", "source": "calibration/serving/measure_inference_host.py",
            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pinned_cpu": cpu,
            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "tokens": TOKENS, "repeats": REPEATS,
-           "probe_fast_ratio": FAST_RATIO, "cases": []}
+           "probe_fast_ratio": FAST_RATIO, "layers": LAYERS,
+           "launches_counted": "before timing" if PROFILE_FIRST else "after timing", "cases": []}
     try:
         import transformers
         doc["transformers"] = transformers.__version__
     except ImportError:
         pass
     doc["paired"] = {}
-    for width_of in WIDTHS:
+    for width_of in args.widths.split(","):
+        if width_of not in WIDTHS:
+            ap.error("--widths: one of %s" % ", ".join(WIDTHS))
         cases, paired = measure_width(width_of)
         doc["cases"] += cases
         doc["paired"][width_of] = paired
     doc["probe_reference_s"] = PROBE["reference_s"]
-    doc["per_layer"] = {w: derive(doc["cases"], w) for w in WIDTHS}
+    doc["per_layer"] = {w: derive(doc["cases"], w) for w in args.widths.split(",")}
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)
 

@@ -152,7 +152,8 @@ def case(results, name, fn, args, ctx=None, collective=False, **meta):
             rec.update(timeit(fn, args.target_s, args.reps, collective=collective))
             if collective:
                 dist.barrier()
-            rec.update(profile(fn, args.profile_calls))
+            if not args.time_only:
+                rec.update(profile(fn, args.profile_calls))
         if collective:
             dist.barrier()
     except Exception as e:  # noqa: BLE001 - record and go on
@@ -165,8 +166,8 @@ def case(results, name, fn, args, ctx=None, collective=False, **meta):
         else:
             print("%-46s host %8.2f us  wall %8.2f us  prof %8.2f us  kernels %5.1f  gpu %8.2f us" % (
                 name, rec["host_per_call_s"] * 1e6, rec["wall_per_call_s"] * 1e6,
-                rec["profiler_top_op_cpu_per_call_s"] * 1e6, rec["kernels_per_call"],
-                rec["gpu_time_per_call_s"] * 1e6), flush=True)
+                rec.get("profiler_top_op_cpu_per_call_s", float("nan")) * 1e6, rec.get("kernels_per_call", float("nan")),
+                rec.get("gpu_time_per_call_s", float("nan")) * 1e6), flush=True)
     return rec
 
 
@@ -415,6 +416,11 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--profile-calls", type=int, default=30)
     p.add_argument("--sections", default="ops,blocks,dtensor,fsdp")
+    p.add_argument("--time-only", action="store_true",
+                   help="no torch.profiler at all: every case is timed in a process the profiler has not run "
+                        "in (by default each case is profiled after its timing, so every later case is timed "
+                        "after a profiler run, which leaves a process's launches slower on the host); the "
+                        "kernel counts then come from a default run")
     args = p.parse_args(argv)
     sections = set(args.sections.split(","))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

@@ -110,7 +110,8 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
                      "dtensor-host-2026-11-27/call9-loss-r1.json --dtensor-loss " + d +
                      "dtensor-host-2026-11-27/call9-loss-r2.json --dtensor-loss " + d +
                      "dtensor-host-2026-11-27/call9-loss-r3.json --inference-host " + d +
-                     "inference-host-paired-2026-11-28.json --overlap " + d + "overlap-2026-11-26.json" +
+                     "inference-host-clean-llama-1b-2026-11-28.json --inference-host " + d +
+                     "inference-host-clean-llama-8b-2026-11-28.json --overlap " + d + "overlap-2026-11-26.json" +
                      " --nccl " + d + "nccl-2gpu-2026-11-26.json --nccl " +
                      d + "nccl-4gpu-2026-11-26.json --name h100-sxm5-80gb --holdout 0 --out " + out.string());
   INFO(r.output);

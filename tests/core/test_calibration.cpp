@@ -76,12 +76,13 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
       fit_dtensor_loss(losses, fitted.host.eager_per_kernel);
   fitted.sources.push_back("DTensor loss_parallel host cost (calibration/training/measure_dtensor_params.py "
                            "--loss-only): " + listed);
-  const std::string inference = kData + "inference-host-paired-2026-11-28.json";
-  const InferenceHost ih = fit_inference_host({inference});
+  const std::vector<std::string> inference = {kData + "inference-host-clean-llama-1b-2026-11-28.json",
+                                              kData + "inference-host-clean-llama-8b-2026-11-28.json"};
+  const InferenceHost ih = fit_inference_host(inference);
   fitted.host.inference_per_kernel = ih.per_kernel;
   fitted.host.inference_forward = ih.forward;
   fitted.sources.push_back("eager inference forward host cost of transformers' Llama "
-                           "(calibration/serving/measure_inference_host.py): " + inference);
+                           "(calibration/serving/measure_inference_host.py): " + inference[0] + ", " + inference[1]);
   const std::string overlap = kData + "overlap-2026-11-26.json";
   fitted.interference = fit_overlap_interference(overlap);
   fitted.sources.push_back("overlap interference measured by calibration/nccl (clustersim-overlap-bench): " + overlap);
@@ -108,7 +109,8 @@ TEST_CASE("the shipped H100 profile is the fit of the committed measurements", "
   //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r1.json
   //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r2.json
   //   --dtensor-loss calibration/data/h100-sxm5-80gb/dtensor-host-2026-11-27/call9-loss-r3.json
-  //   --inference-host calibration/data/h100-sxm5-80gb/inference-host-paired-2026-11-28.json
+  //   --inference-host calibration/data/h100-sxm5-80gb/inference-host-clean-llama-1b-2026-11-28.json
+  //   --inference-host calibration/data/h100-sxm5-80gb/inference-host-clean-llama-8b-2026-11-28.json
   //   --overlap calibration/data/h100-sxm5-80gb/overlap-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-2gpu-2026-11-26.json
   //   --nccl calibration/data/h100-sxm5-80gb/nccl-4gpu-2026-11-26.json
@@ -164,26 +166,32 @@ TEST_CASE("malformed calibration data is rejected with its path", "[calibration]
 }
 
 TEST_CASE("the inference host cost: the paired fast per-layer difference over the layer's launches", "[calibration]") {
-  const std::string file = kData + "inference-host-paired-2026-11-28.json";
-  const auto doc = read_json_file(file);
+  // The shipped profile's two runs (one width each, timed before torch.profiler ran in the process).
+  const std::vector<std::string> files = {kData + "inference-host-clean-llama-1b-2026-11-28.json",
+                                          kData + "inference-host-clean-llama-8b-2026-11-28.json"};
   // Recomputed here: per width and forward, per_layer_fast_s / launches_per_layer; outside,
   // the 2-layer model's fast median less two layers and its other launches at that rate.
   std::vector<double> rates, outside;
-  for (const auto& [width, kinds] : doc.at("paired").items())
-    for (const char* kind : {"decode", "prefill"}) {
-      const double layer = kinds.at(kind).at("per_layer_fast_s"), launches = kinds.at(kind).at("launches_per_layer");
-      rates.push_back(layer / launches);
-      for (const auto& c : doc.at("cases"))
-        if (c.at("width_of") == width && c.at("kind") == kind && c.at("layers") == 2)
-          outside.push_back(c.at("fast_median_s").get<double>() - 2 * layer -
-                            (c.at("launches").get<double>() - 2 * launches) * rates.back());
-    }
-  const InferenceHost h = fit_inference_host({file});
+  for (const auto& file : files) {
+    const auto doc = read_json_file(file);
+    for (const auto& [width, kinds] : doc.at("paired").items())
+      for (const char* kind : {"decode", "prefill"}) {
+        const double layer = kinds.at(kind).at("per_layer_fast_s"), launches = kinds.at(kind).at("launches_per_layer");
+        rates.push_back(layer / launches);
+        for (const auto& c : doc.at("cases"))
+          if (c.at("width_of") == width && c.at("kind") == kind && c.at("layers") == 2)
+            outside.push_back(c.at("fast_median_s").get<double>() - 2 * layer -
+                              (c.at("launches").get<double>() - 2 * launches) * rates.back());
+      }
+  }
+  REQUIRE(rates.size() == 4);
+  const InferenceHost h = fit_inference_host(files);
   std::printf("inference host: per kernel expected %.3f us, fitted %.3f us; outside expected %.3f ms, fitted %.3f ms\n",
               median(rates) * 1e6, h.per_kernel * 1e6, median(outside) * 1e3, h.forward * 1e3);
   CHECK(h.per_kernel == Approx(median(rates)).epsilon(1e-12));
   CHECK(h.forward == Approx(median(outside)).epsilon(1e-12));
   // A host that never ran fast leaves per_layer_fast_s null: an error with its path, not a crash.
+  const auto doc = read_json_file(files[0]);
   auto slow = doc;
   slow["paired"]["llama-1b"]["decode"]["per_layer_fast_s"] = nullptr;
   CHECK_THROWS_WITH(fit_inference_host({bad("inference-host-slow.json", slow)}),
