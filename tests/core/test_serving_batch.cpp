@@ -26,6 +26,15 @@ ClusterModel h100(std::int64_t gpus = 1) {
 
 ModelSpec llama8b() { return test::llama3_8b(); }
 
+// transformers' eager Llama over a contiguous DynamicCache (torch.cat every step).
+EngineSpec transformers_engine() {
+  EngineSpec e;
+  e.launch = LaunchMode::eager;
+  e.kernels = EngineKernels::transformers;
+  e.kv_layout = KvLayout::concat;
+  return e;
+}
+
 EngineSpec graphs_engine() {
   EngineSpec e;
   e.launch = LaunchMode::cuda_graphs;
@@ -103,10 +112,7 @@ TEST_CASE("serving batch: transformers' eager forward launches its profiled kern
   // rotary cos/sin (ten), the final norm (eight) and the logits: 20. The host floor is their
   // launches at the inference rate per kernel plus the forward's host time outside them.
   const ClusterModel c = h100();
-  EngineSpec e;
-  e.launch = LaunchMode::eager;
-  e.kernels = EngineKernels::transformers;
-  e.kv_layout = KvLayout::concat;
+  EngineSpec e = transformers_engine();
   ModelSpec m = llama8b();
   m.layers = 16;
   const BatchTime t = BatchTimeModel(m, c, e, 1, 1).decode(1, 128);
@@ -125,15 +131,12 @@ TEST_CASE("serving batch: transformers' eager forward launches its profiled kern
 
 TEST_CASE("serving batch: a prefill chunk over a past cache launches transformers' mask and repeat_kv", "[serving]") {
   // A chunk of C tokens over P cached ones gets a materialized boolean mask (transformers'
-  // causal skip needs C = P + C or C = 1): built once a forward (seven kernels), turned into
+  // causal skip needs no past, or C = 1): built once a forward (seven kernels), turned into
   // an additive mask in every SDPA call (three), and, with masked-repeat-kv, repeat_kv's two
   // copies a layer (serving-batch-profile-chunk-2026-11-28.json: 1,469 launches for the 8B's
   // 512-token chunk over 2,048, the 33 memsets aside). A prefill with no past has none of them.
   const ClusterModel c = h100();
-  EngineSpec e;
-  e.launch = LaunchMode::eager;
-  e.kernels = EngineKernels::transformers;
-  e.kv_layout = KvLayout::concat;
+  EngineSpec e = transformers_engine();
   e.gqa = GqaMode::masked_repeat_kv;
   const ModelSpec m = llama8b();
   const BatchTimeModel model(m, c, e, 1, 1);
@@ -222,10 +225,8 @@ struct MeasuredBatchPrediction {
 };
 
 MeasuredBatchPrediction predict_measured_cell(const nlohmann::json& doc, const nlohmann::json& cs, std::int64_t& size) {
-  EngineSpec e;
-  e.launch = LaunchMode::eager;
-  e.kernels = EngineKernels::transformers;
-  e.kv_layout = cs.value("cache_handling", "") == "crop" ? KvLayout::concat_view : KvLayout::concat;
+  EngineSpec e = transformers_engine();
+  if (cs.value("cache_handling", "") == "crop") e.kv_layout = KvLayout::concat_view;
   e.gqa = GqaMode::masked_repeat_kv;
   const std::string name = cs.at("model");
   const auto& md = doc.at("models").at(name);
