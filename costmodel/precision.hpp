@@ -55,8 +55,10 @@ struct PrecisionRules {
   // Bytes per parameter that autograd's AccumulateGrad moves when a micro-batch after the
   // first adds its weight gradient into .grad (read both, write the sum, in the gradient's
   // type): the frameworks that leave the sum over micro-batches to autograd (plain PyTorch,
-  // DDP, DTensor TP). 0 where the framework sums in its own buffers (Megatron's main_grad,
-  // in the graph: GraphStyle::grad_accumulation_bytes) or shards them first (FSDP, not
+  // DDP, DTensor TP). 0 for the Megatron family, whose sums the graph prices
+  // (GraphStyle::grad_accumulation_bytes: main_grad.add_ every micro-batch, or, under fp16
+  // without fp32 accumulation, autograd's adds into 16-bit gradients, charged every micro-batch
+  // there as that rule was calibrated), and for FSDP, which shards the gradients first (not
   // modelled: its measured runs have one micro-batch).
   double autograd_accumulation_bytes = 0;
   // Bytes read plus written per parameter by the optimizer step.

@@ -277,8 +277,12 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
         saved -= o.offloaded;
         offload_buffer = std::max(offload_buffer, o.buffer);
       }
-    // Tied embeddings live on one GPU when the first and last stage coincide.
-    if (p == 1 && g.tied_params > 0) st.params_per_gpu -= g.tied_params / double(t);
+    // Tied embeddings live on one GPU when the first and last stage coincide: one weight, one
+    // gradient to accumulate.
+    if (p == 1 && g.tied_params > 0) {
+      st.params_per_gpu -= g.tied_params / double(t);
+      grad_accumulation -= autograd_grad_accumulation(km, g.tied_params / double(t), m, rules_);
+    }
     st.p2p = p2p;
     const Seconds per_kernel = host_per_kernel(training_.framework, cluster_.gpu.host);
     const Seconds hooks = double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, ranks);

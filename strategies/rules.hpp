@@ -207,9 +207,11 @@ Seconds optimizer_step_fixed(const KernelModel& km);
 // (PrecisionRules::autograd_accumulation_bytes): the first micro-batch's backward hands
 // each weight its gradient, each later one adds its gradient into .grad, one elementwise
 // kernel per weight (AccumulateGrad). The time of those (micro_batches - 1) adds over the
-// `params` of one weight op held by a GPU; 0 with one micro-batch or where the framework
-// sums in buffers of its own. Consumers sum it over their ops and charge it to the
-// iteration's weight update (the adds run on the compute stream between backward passes).
+// `params` of one weight op held by a GPU (a bias or a norm's second tensor is counted with
+// its op: one kernel an op; the adds' host launches are not in the host time); 0 with one
+// micro-batch or where the framework sums in buffers of its own. Consumers sum it over their
+// ops and charge it to the iteration's weight update (the adds run on the compute stream
+// between backward passes).
 Seconds autograd_grad_accumulation(const KernelModel& km, double params, std::int64_t micro_batches,
                                    const PrecisionRules& r);
 // Transformer Engine's once-a-step cast of the weights it casts (fp8_weights' cast bytes

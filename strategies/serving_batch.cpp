@@ -252,6 +252,18 @@ bool BatchTimeModel::masked_chunk(const BatchShape& b) const {
   return false;
 }
 
+// The boolean mask is built once a forward (its kMaskBuildKernels small kernels write it);
+// SDPA's cuDNN backend turns it into an additive bf16 one in every call
+// (convert_boolean_attn_mask_cudnn: at::where over the mask with two device scalars): two
+// fills and a broadcasting where, TensorIterator's unvectorized path
+// (serving-batch-profile-chunk-2026-11-28.json: 3 kernels a layer, none in unmasked cells).
+BatchTimeModel::MaskTime BatchTimeModel::sdpa_mask_time(const BatchShape& b) const {
+  const Bytes mask = sdpa_mask_elements(b);
+  if (mask <= 0) return {};
+  return {km_.memory(mask, kMaskBuildKernels),
+          km_.memory(mask * (1.0 + kElement), kSdpaMaskKernels, MemoryKind::noncontiguous)};
+}
+
 // Elements of the boolean masks [queries, keys] of the batch's masked chunks (zero where
 // transformers' kernels do not run or no chunk is masked).
 Bytes BatchTimeModel::sdpa_mask_elements(const BatchShape& b) const {
@@ -313,13 +325,7 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
     if (!b.prefills.empty() || engine_.kv_layout == KvLayout::concat_view) cache_kind = MemoryKind::concat;
   }
   if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels(), cache_kind);
-  if (const Bytes mask = sdpa_mask_elements(b); mask > 0) {
-    // SDPA's cuDNN backend turns the boolean mask into an additive bf16 one in every call
-    // (convert_boolean_attn_mask_cudnn: at::where over the mask with two device scalars):
-    // two fills and a broadcasting where, TensorIterator's unvectorized path
-    // (serving-batch-profile-chunk-2026-11-28.json: 3 kernels a layer, none in unmasked cells).
-    t += km_.memory(mask * (1.0 + kElement), kSdpaMaskKernels, MemoryKind::noncontiguous);
-  }
+  t += sdpa_mask_time(b).per_layer;
   if (expand && new_tokens > 0) {
     // repeat_kv: read K and V once, write them once per query head; its expand + reshape
     // copies a stride-0 view, TensorIterator's unvectorized path (profiled at 1.1 TB/s:
@@ -410,7 +416,9 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   r.linear = L * d.gpu;
   r.comm = L * d.comm;
   r.attention = L * attn;
-  if (const Bytes mask = sdpa_mask_elements(b); mask > 0) r.attention += km_.memory(mask, kMaskBuildKernels);
+  const MaskTime mask = sdpa_mask_time(b);
+  r.mask = mask.build + L * mask.per_layer;
+  r.attention += mask.build;
   // Embedding over the T tokens (first stage), final norm over T and logits of the
   // sampled rows (last stage).
   for (const Op& op : unit_.blocks[0].ops) {

@@ -59,6 +59,7 @@ struct BatchTime {
   Seconds gpu = 0;        // GPU time of all stages, sends and collectives included
   Seconds linear = 0;     // token-wise ops (GEMMs, norms, rotary...) over all stages
   Seconds attention = 0;  // attention and KV-cache traffic
+  Seconds mask = 0;       // of attention: transformers' SDPA mask, built and converted (sdpa_mask_time)
   Seconds comm = 0;       // tp collectives and pp sends
   Seconds host = 0;       // host time of the forward (launches) and the iteration's overhead
   // The pipeline sends inside `comm` (pp > 1): their closed-form time over the pp - 1 stage
@@ -200,6 +201,16 @@ class BatchTimeModel {
   bool expands_kv(const BatchShape& b) const;
   bool masked_chunk(const BatchShape& b) const;
   Bytes sdpa_mask_elements(const BatchShape& b) const;
+
+ public:
+  // transformers' SDPA mask for a batch with a masked chunk (zero otherwise): built once a
+  // forward, turned into an additive mask in each layer's SDPA call.
+  struct MaskTime {
+    Seconds build = 0, per_layer = 0;
+  };
+  MaskTime sdpa_mask_time(const BatchShape& b) const;
+
+ private:
   int cache_kernels() const;
   Seconds packed_attention_layer(const BatchShape& b, double kv_token, double q_token, double read_token) const;
   Seconds measured_packed_attention_layer(double q, double kv_total, double kv_token, double q_token,

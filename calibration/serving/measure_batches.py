@@ -505,15 +505,16 @@ def main():
     if args.inference_host:
         # The eager forward's host time per decoder layer and outside the layers, measured in this
         # process on 2- and 6-layer models of each width (measure_inference_host.py), after every
-        # cell: it counts launches with torch.profiler, and a process's launches cost the host more
-        # once the profiler has run (20 % on these forwards: README.md, "The profiler's shadow"), so
-        # nothing is timed after it. (Until 2026-11-28's fourth session it ran before each model's
+        # cell, each width in a process of its own: it counts launches with torch.profiler, and a
+        # process's launches cost the host more once the profiler has run (20 % on these forwards:
+        # README.md, "The profiler's shadow"), so nothing here is timed after it. (Until 2026-11-28's fourth session it ran before each model's
         # cells: serving-batches-run2-2026-11-28.json's host-bound cells carry that.)
-        from measure_inference_host import derive, measure_width
+        from measure_inference_host import LAYERS, measure_in_subprocess
         for name in doc["models"]:
-            cases, paired = measure_width(name)
-            doc.setdefault("inference_host", {})[name] = {"cases": cases, "per_layer": derive(cases, name),
-                                                          "paired": paired}
+            sub = measure_in_subprocess(name, LAYERS)  # a fresh process a width, as the script does
+            doc.setdefault("inference_host", {})[name] = {"cases": sub["cases"], "per_layer": sub["per_layer"][name],
+                                                          "paired": sub["paired"][name],
+                                                          "probe_reference_s": sub["probe_reference_s"]}
     doc["provenance"]["probe_reference_s"] = PROBE["reference_s"] if PROBE["enabled"] else None
     doc["provenance"]["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with open(args.out, "w") as f:

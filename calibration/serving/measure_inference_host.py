@@ -21,12 +21,18 @@ both see the same stretches of the host's speed (run one after the other, 2026-1
 lease saw them in different stretches), and "paired" also gives per layer as the median of the
 paired differences of repeats whose probes were both fast.
 
-  python3 calibration/serving/measure_inference_host.py OUT.json [--layers 2,6]
+  python3 calibration/serving/measure_inference_host.py OUT.json [--layers 2,6] [--widths llama-1b,llama-8b]
+                                                          [--profile-first]
+
+Launches are counted with torch.profiler after every forward is timed, and each width is
+measured in a process of its own: once the profiler has run in a process, its launches cost the
+host about 20 % more (README.md, "The profiler's shadow"; --profile-first keeps the old order,
+profiler first, for comparison).
 
 --layers takes more than two layer counts (e.g. 2,6,12,24): every count's repeats alternate with
 the others', "paired" is taken between the fewest and the most layers as before, and
-"paired_spans" gives the same paired figure for each consecutive pair of counts, so that a host
-time a layer that depends on the model's depth shows. Every case also keeps its CUDA-event
+paired[width][kind]["spans"] gives the same paired figure for each consecutive pair of counts,
+so that a host time a layer that depends on the model's depth shows. Every case also keeps its CUDA-event
 times ("event_s": from before the call to after it, which bounds the host time from above when
 the GPU keeps up).
 """
@@ -96,8 +102,9 @@ def measure_pair(calls):
 
 
 def measure_width(width_of):
-    """Decode and prefill forwards of 2- and 6-layer models of this width (measure_batches.MODELS'
-    name), the two models' repeats interleaved. Returns the cases and the paired figures."""
+    """Decode and prefill forwards of models of this width (measure_batches.MODELS' name) with
+    each of LAYERS' layer counts, their repeats interleaved. Returns the cases and the paired
+    figures."""
     cases, paired = [], {}
     built = {}
     for layers in LAYERS:
@@ -215,16 +222,44 @@ def main():
     except ImportError:
         pass
     doc["paired"] = {}
-    for width_of in args.widths.split(","):
+    widths = args.widths.split(",")
+    for width_of in widths:
         if width_of not in WIDTHS:
             ap.error("--widths: one of %s" % ", ".join(WIDTHS))
-        cases, paired = measure_width(width_of)
+    if len(widths) > 1:
+        # One process a width: a width timed after another's launch count would be timed in the
+        # profiler's shadow.
+        refs = {}
+        for width_of in widths:
+            sub = measure_in_subprocess(width_of, LAYERS, PROFILE_FIRST)
+            doc["cases"] += sub["cases"]
+            doc["paired"].update(sub["paired"])
+            refs[width_of] = sub["probe_reference_s"]
+        doc["process_per_width"] = True
+        doc["probe_reference_s_by_width"] = refs
+        doc["probe_reference_s"] = min(refs.values())
+    else:
+        cases, paired = measure_width(widths[0])
         doc["cases"] += cases
-        doc["paired"][width_of] = paired
-    doc["probe_reference_s"] = PROBE["reference_s"]
-    doc["per_layer"] = {w: derive(doc["cases"], w) for w in args.widths.split(",")}
+        doc["paired"][widths[0]] = paired
+        doc["probe_reference_s"] = PROBE["reference_s"]
+    doc["per_layer"] = {w: derive(doc["cases"], w) for w in widths}
     with open(out_path, "w") as f:
         json.dump(doc, f, indent=1)
+
+
+def measure_in_subprocess(width_of, layers, profile_first=False):
+    """This script's document for one width, measured in a fresh Python process (so that no
+    profiler has run in it before its timing)."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "host.json")
+        cmd = [sys.executable, os.path.abspath(__file__), out, "--widths", width_of,
+               "--layers", ",".join(str(n) for n in layers)] + (["--profile-first"] if profile_first else [])
+        subprocess.run(cmd, check=True)
+        with open(out) as f:
+            return json.load(f)
 
 
 if __name__ == "__main__":

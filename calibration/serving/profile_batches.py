@@ -158,11 +158,16 @@ def main():
             del call, state
         torch.cuda.empty_cache()
         recs.append(rec)
+        doc["cells"] = recs  # the timings so far, kept if a later cell or the profiles fail
+        with open(out_path, "w") as f:
+            json.dump(doc, f, indent=1)
+    doc["cells"] = []
     for rec in recs:
         model, info = model_of(rec["model"])
         lk, _ = logits_kwargs(model)
         with torch.inference_mode():
             call, state = forward_fn(model, info, rec["kind"], rec["B"], rec["N"], lk)
+            time_calls(call, state, 1)  # warm the fresh forward (allocator, cuDNN's graph) first
             rec["profile"] = profile_one(call, state)
             del call, state
         torch.cuda.empty_cache()

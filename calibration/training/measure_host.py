@@ -152,7 +152,7 @@ def case(results, name, fn, args, ctx=None, collective=False, **meta):
             rec.update(timeit(fn, args.target_s, args.reps, collective=collective))
             if collective:
                 dist.barrier()
-            if not args.time_only:
+            if not getattr(args, "time_only", False):
                 rec.update(profile(fn, args.profile_calls))
         if collective:
             dist.barrier()

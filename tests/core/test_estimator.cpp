@@ -359,3 +359,39 @@ TEST_CASE("launch_blocking: every kernel pays the blocking gap in place of the a
   CHECK(blocking.breakdown.host_bound == 0);
   CHECK(added == Approx(expected).epsilon(0.05));
 }
+
+TEST_CASE("autograd's gradient accumulation: (m - 1) adds of every weight a GPU holds, a tied embedding's once", "[estimator]") {
+  // Plain PyTorch DDP under autocast, 4 micro-batches: the weight update carries 3 adds of every
+  // fp32 gradient (rules.hpp autograd_grad_accumulation); with one micro-batch, none. A tied
+  // embedding is one weight on this GPU (pp 1): its gradient is accumulated once.
+  json doc = gpt_doc(4);
+  doc["cluster"] = {{"gpu", "h100-sxm5-80gb"}, {"nodes", 1}, {"gpus_per_node", 2}};
+  doc["training"] = {{"global_batch", 32}, {"micro_batch", 4}, {"precision", "amp-bf16"}, {"recompute", "none"},
+                     {"framework", "pytorch-ddp"}};
+  doc["model"]["dropout"] = 0.0;
+  doc["plan"] = {{"dp", 2}, {"tp", 1}, {"pp", 1}, {"zero", 0}};
+  const auto optimizer = [&](const json& d) { return run(d).stages.front().optimizer; };
+  json one = doc;
+  one["training"]["global_batch"] = 8;  // m = 1
+  json untied = doc, untied_one = one;
+  untied["model"]["tie_embeddings"] = false;
+  untied_one["model"]["tie_embeddings"] = false;
+  const Scenario s = scenario_from(doc);
+  const Estimator est = make_estimator(s);
+  const KernelModel km(est.cluster().gpu);
+  const double embedding = 51200.0 * 4096;  // the tied weight
+  const double tied_adds = autograd_grad_accumulation(km, embedding, 4, est.precision());
+  const double extra_tied = optimizer(doc) - optimizer(one), extra_untied = optimizer(untied) - optimizer(untied_one);
+  std::printf("m = 4 against m = 1: weight update +%.3f ms tied, +%.3f ms untied; the untied head's adds expected "
+              "%.3f ms, difference %.3f ms\n",
+              extra_tied * 1e3, extra_untied * 1e3, tied_adds * 1e3, (extra_untied - extra_tied) * 1e3);
+  CHECK(extra_tied > 0);
+  CHECK(extra_untied - extra_tied == Approx(tied_adds).epsilon(1e-9));
+  // Megatron sums into its own buffers (priced in the graph): no autograd adds in the update.
+  json megatron = doc;
+  megatron["training"]["framework"] = "megatron";
+  megatron["training"]["precision"] = "mixed-bf16";
+  json megatron_one = megatron;
+  megatron_one["training"]["global_batch"] = 8;
+  CHECK(optimizer(megatron) == Approx(optimizer(megatron_one)).epsilon(1e-12));
+}

@@ -157,13 +157,13 @@ TEST_CASE("kernel classes: the model's GEMM, attention and memory-bound time aga
   // collective copies for pytorch-tp) and the profile's memory-bound kernels include its
   // device copies; until 2026-11-28 the check built every run's graph from the precision
   // alone, which put DTensor's runs at -18 and -24 % (memory-bound) and their GEMMs at +6 and
-  // -3 %, and the median at 14.3 % (GEMM 4.7 %). The GEMMs of DTensor's separate q, k and v
+  // -3 %, and the median at 13.8 % (GEMM 4.7 %). The GEMMs of DTensor's separate q, k and v
   // projections (n = 640 on each of 4 GPUs) are priced 30 % over the profile, where the fused
   // projection of the same model is within 9 %: dtp4's GEMMs +15 %. What is left in
   // memory-bound time: DDP's and FSDP's runs (-14 to -27 %) run their kernels beside NCCL's for
   // 21-175 ms a step (the interference, priced at the step level, not in these sums);
-  // dp2tp2's every class is 17-19 % slower than modelled for the same reason (87 ms of
-  // overlap). History: calibration/README.md, "Eager kernels from CUDA graphs" and
+  // dp2tp2's GEMM, attention and memory-bound kernels are 17-19 % slower than modelled for the
+  // same reason (87 ms of overlap). History: calibration/README.md, "Eager kernels from CUDA graphs" and
   // "Autograd's gradient accumulation over micro-batches".
   CHECK(g <= 0.07);
   CHECK(mm <= 0.08);

@@ -155,8 +155,20 @@ TEST_CASE("serving batch: a prefill chunk over a past cache launches transformer
               launches, extra * 1e3, (tc.launch - tf.launch) * 1e3);
   CHECK(launches == Approx(32.0 * 45 + 20 + 7).epsilon(1e-9));
   CHECK(tc.launch - tf.launch == Approx(extra).epsilon(1e-9));
-  // The mask's conversion reads the boolean mask and writes a bf16 one: more attention time.
-  CHECK(tc.attention > tf.attention);
+  // The mask: 512 x 2,560 booleans written once (seven kernels), then read and written as bf16
+  // in each of the 32 layers (three kernels, TensorIterator's unvectorized path).
+  const KernelModel km(c.gpu);
+  const double elements = 512.0 * 2560.0;
+  const double build = km.memory(elements, 7), per_layer = km.memory(elements * 3, 3, MemoryKind::noncontiguous);
+  std::printf("its mask: built %.1f us (expected %.1f), converted %.1f us a layer (expected %.1f); in the forward "
+              "%.3f ms (expected %.3f)\n",
+              model.sdpa_mask_time(chunk).build * 1e6, build * 1e6, model.sdpa_mask_time(chunk).per_layer * 1e6,
+              per_layer * 1e6, tc.mask * 1e3, (build + 32 * per_layer) * 1e3);
+  CHECK(model.sdpa_mask_time(chunk).build == Approx(build).epsilon(1e-12));
+  CHECK(model.sdpa_mask_time(chunk).per_layer == Approx(per_layer).epsilon(1e-12));
+  CHECK(tc.mask == Approx(build + 32 * per_layer).epsilon(1e-12));
+  CHECK(tf.mask == 0);
+  CHECK(tc.attention > tc.mask);
   // One query over the cache is a decode step: transformers skips the mask.
   BatchShape one;
   one.prefills.push_back(PrefillChunk{1, 2048});
