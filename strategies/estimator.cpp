@@ -224,10 +224,10 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     Bytes saved = 0, working = 0, largest_params = 0, largest_fp8_params = 0, largest_gathered = -1;
     double expert_params = 0, fp8_params = 0, expert_fp8_params = 0;
     double kernels_f = 0, kernels_b = 0;
-    Seconds extra_f = 0, extra_b = 0, grad_accumulation = 0;
+    Seconds extra_f = 0, extra_b = 0;
     for (int b : blocks) {
       const BlockCost& c = costs[static_cast<std::size_t>(b)];
-      for (double w : c.weight_params) grad_accumulation += autograd_grad_accumulation(km, w, m, rules_);
+      for (double w : c.weight_params) st.grad_accumulation += autograd_grad_accumulation(km, w, m, rules_);
       kernels_f += c.kernels_forward;
       kernels_b += c.kernels_backward;
       extra_f += c.host_extra_forward;
@@ -281,7 +281,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
     // gradient to accumulate.
     if (p == 1 && g.tied_params > 0) {
       st.params_per_gpu -= g.tied_params / double(t);
-      grad_accumulation -= autograd_grad_accumulation(km, g.tied_params / double(t), m, rules_);
+      st.grad_accumulation -= autograd_grad_accumulation(km, g.tied_params / double(t), m, rules_);
     }
     st.p2p = p2p;
     const Seconds per_kernel = host_per_kernel(training_.framework, cluster_.gpu.host);
@@ -320,7 +320,7 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
                                               gradient_bucket_elements(training_.framework, rules_),
                                               cluster_.gpu.interference);
     // DDP's gradient averaging pass runs on the compute stream before the step.
-    st.optimizer = grad_accumulation + optimizer_step(km, updated_params(P, plan.zero, shard), rules_) +
+    st.optimizer = st.grad_accumulation + optimizer_step(km, updated_params(P, plan.zero, shard), rules_) +
                    fp8_weight_cast(km, plan.zero >= 3 ? fp8_params / double(shard) : fp8_params, rules_) +
                    ddp_gradient_scaling(km, training_.framework, P, ranks, rules_);
     e.stages.push_back(st);

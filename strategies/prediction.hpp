@@ -50,6 +50,7 @@ struct StagePrediction {
   // compute stream, autograd's gradient accumulation over the micro-batches included
   // (rules.hpp autograd_grad_accumulation).
   Seconds dp_exposed = 0, optimizer = 0;
+  Seconds grad_accumulation = 0;  // of optimizer: autograd's adds over the micro-batches
   Seconds host = 0;                       // host time to launch one micro-batch's kernels
   Seconds host_forward = 0;               // of which its forward
   Seconds host_optimizer = 0;             // host time the optimizer step needs before its kernels (once)

@@ -279,7 +279,7 @@ Bytes BatchTimeModel::sdpa_mask_elements(const BatchShape& b) const {
 // torch.cat of K and of V (a concatenated cache).
 int BatchTimeModel::cache_kernels() const { return engine_.kv_layout == KvLayout::paged ? 1 : 2; }
 
-// Attention and KV-cache traffic of one layer on one GPU.
+// Attention and KV-cache traffic of one layer on one GPU (the SDPA mask aside: time() adds it).
 Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
   const double hd = double(model_.head_dim());
   const double kv_token = 2.0 * double(kv_heads_gpu_) * hd * kElement;  // K and V of one token
@@ -325,7 +325,6 @@ Seconds BatchTimeModel::attention_layer(const BatchShape& b) const {
     if (!b.prefills.empty() || engine_.kv_layout == KvLayout::concat_view) cache_kind = MemoryKind::concat;
   }
   if (new_tokens > 0) t += km_.memory(cache_traffic, cache_kernels(), cache_kind);
-  t += sdpa_mask_time(b).per_layer;
   if (expand && new_tokens > 0) {
     // repeat_kv: read K and V once, write them once per query head; its expand + reshape
     // copies a stride-0 view, TensorIterator's unvectorized path (profiled at 1.1 TB/s:
@@ -415,10 +414,9 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   const double L = double(model_.layers);
   r.linear = L * d.gpu;
   r.comm = L * d.comm;
-  r.attention = L * attn;
   const MaskTime mask = sdpa_mask_time(b);
   r.mask = mask.build + L * mask.per_layer;
-  r.attention += mask.build;
+  r.attention = L * attn + r.mask;
   // Embedding over the T tokens (first stage), final norm over T and logits of the
   // sampled rows (last stage).
   for (const Op& op : unit_.blocks[0].ops) {
@@ -449,7 +447,7 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   if (engine_.launch == LaunchMode::eager) {
     // One attention call a layer over the batch's prefills and one over its decodes
     // (attention_layer), the cache's kernels, repeat_kv's two copies.
-    const bool masked = sdpa_mask_elements(b) > 0;
+    const bool masked = r.mask > 0;
     const int attn_kernels = (b.decodes > 0 ? 1 : 0) + (b.prefills.empty() ? 0 : 1) + cache_kernels() +
                              (expands_kv(b) ? 2 : 0) + (masked ? kSdpaMaskKernels : 0);
     const double kernels =

@@ -31,7 +31,6 @@ Classes model_classes(const Scenario& s) {
   const Estimator est = make_estimator(s);
   const KernelModel km(est.cluster().gpu);
   const PrecisionRules& r = est.precision();
-  const std::int64_t micro_batches = s.training.global_batch / (s.plan.dp * s.training.micro_batch);
   const std::int64_t mb = s.training.micro_batch;
   const ModelGraph g = build_model_graph(s.model, mb, graph_style(s.training));
   const ShardingContext ctx{s.plan.tp, s.plan.ep, s.plan.sequence_parallel && s.plan.tp > 1, r.compute, r.weight_gemm, 1.0};
@@ -41,11 +40,9 @@ Classes model_classes(const Scenario& s) {
   for (std::int64_t l = 0; l < layers; ++l) blocks.push_back(g.layers[static_cast<std::size_t>(l)]);
   if (s.plan.pp == 1) blocks.insert(blocks.end(), g.post.begin(), g.post.end());
   Classes c;
-  Seconds accumulation = 0;  // autograd's adds over the micro-batches: memory-bound kernels
   for (int b : blocks)
     for (const Op& op : g.blocks[static_cast<std::size_t>(b)].ops) {
       const OpTiming t = time_op(op, ctx, km);
-      accumulation += autograd_grad_accumulation(km, t.params, micro_batches, r);
       const double both = (t.forward + t.backward) * m;
       if (op.kind == OpKind::matmul) c.gemm += both;
       else if (op.kind == OpKind::attention) c.attention += both;
@@ -54,8 +51,8 @@ Classes model_classes(const Scenario& s) {
   const Prediction p = est.estimate(s.plan);
   // The estimator charges the accumulation to the weight update; the profile counts its
   // adds among the memory-bound kernels.
-  c.optimizer = p.stages.front().optimizer - accumulation;
-  c.memory += accumulation;
+  c.optimizer = p.stages.front().optimizer - p.stages.front().grad_accumulation;
+  c.memory += p.stages.front().grad_accumulation;
   return c;
 }
 
