@@ -5,11 +5,13 @@
 #
 #   chain A (first GPU):  clustersim-microbench (GEMM sweep, memcpy, memory-bound kernels,
 #                         launch), measure_gemm_duty.py (the bf16 and fp8 shapes re-timed under a
-#                         training step's duty cycle) and merge_gemm_duty.py, measure_eager_kernels.py,
+#                         training step's duty cycle) and merge_gemm_duty.py, measure_eager_kernels.py --graphs,
 #                         measure_host.py (ops and blocks; one process), profile_step.py (SDPA flash
 #                         sweep and kernel profiles of two training steps), measure_sdpa_backends.py
 #                         (FlashAttention-2 and cuDNN attention, back to back)
-#   chain B (second GPU, or after chain A with one GPU): training/run_all.sh (10 runs, amp-bf16)
+#   chain B (second GPU, or first with one GPU): training/run_all.sh (10 runs, amp-bf16), then
+#                         (chain C; after chain A with one GPU) serving/measure_batches.py and
+#                         serving/measure_inference_host.py
 #
 # With two or more GPUs the chains run side by side, one GPU each (the GPUs are separate
 # devices with separate power limits; measure_gemm_duty.py samples only its own GPU).
@@ -62,7 +64,7 @@ chain_a() {
   step gemm-duty python3 "$root/calibration/training/measure_gemm_duty.py" --shapes "$work/microbench.json" \
       --out-regimes "$work/gemm-duty-regimes.json" --out-microbench "$work/microbench-duty-raw.json" --dtypes bf16,fp8 &&
     python3 "$root/calibration/training/merge_gemm_duty.py" "$work/microbench-duty-raw.json" "$work/microbench-duty.json"
-  step eager python3 "$root/calibration/training/measure_eager_kernels.py" --out "$work/eager-kernels.json"
+  step eager python3 "$root/calibration/training/measure_eager_kernels.py" --graphs --out "$work/eager-kernels-graphs.json"
   step host python3 "$root/calibration/training/measure_host.py" --sections ops,blocks --out "$work/host-dispatch.json"
   step profile python3 "$root/calibration/training/profile_step.py" --out "$work/profile"
   step sdpa python3 "$root/calibration/training/measure_sdpa_backends.py" --out-dir "$work/sdpa"
@@ -71,9 +73,17 @@ chain_b() {
   export CUDA_VISIBLE_DEVICES=$1
   step training bash "$root/calibration/training/run_all.sh" "$work/measured-runs.json" "$work/runs"
 }
+# Serving ground truth: the batch table of calibration/serving (prefill, decode and chunk cells of
+# random-weight Llama 1B and 8B in transformers) and the eager forward's host rate (each width in a
+# process of its own, timed before any profiler runs).
+chain_c() {
+  export CUDA_VISIBLE_DEVICES=$1
+  step serving-batches python3 "$root/calibration/serving/measure_batches.py" --out "$work/serving-batches.json"
+  step inference-host python3 "$root/calibration/serving/measure_inference_host.py" "$work/inference-host.json"
+}
 
 if (( ngpu >= 2 )); then
-  chain_b 1 > "$work/chain-b.log" 2>&1 &
+  { chain_b 1; chain_c 1; } > "$work/chain-b.log" 2>&1 &
   b=$!
   chain_a
   wait "$b"
@@ -82,6 +92,7 @@ if (( ngpu >= 2 )); then
 else
   chain_b 0
   chain_a
+  chain_c 0
 fi
 
 stamp "pack"

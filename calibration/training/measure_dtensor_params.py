@@ -141,6 +141,7 @@ def main():
                         mh.case(res, "%s %s K=%d bias=%d adamw-fused step" % (kind, label, K, bias), opt.step, args,
                                 part="optimizer", **meta)
                     dist.barrier()
+    mh.profile_pending(args)  # after every case is timed
     res = gather_cases(res)
     if args.rank == 0:
         env = {"gpu": torch.cuda.get_device_name(dev), "torch": torch.__version__, "world_size": world,

@@ -20,7 +20,9 @@ Per case: warm-up, then `reps` repetitions of `n` back-to-back calls without syn
 (n chosen for ~target seconds a repetition, the same n on every rank where a case communicates).
 host_per_call_s = time until the loop returns / n (the host's dispatch rate; the GPU queue never
 fills since kernels are short); wall_per_call_s = the same including the final
-torch.cuda.synchronize(). Medians over reps. torch.profiler then records `profile_calls` calls:
+torch.cuda.synchronize(). Medians over reps. After every case is timed, torch.profiler records
+`profile_calls` calls of each (a profiler run slows a process's later launches, so no case is
+timed after one):
 CPU time of the top-level op per call (the profiler adds its own overhead, so this is an upper
 bound), kernels and launch API calls per call, and GPU time per call.
 
@@ -143,8 +145,15 @@ def profile(fn, calls):
     }
 
 
-def case(results, name, fn, args, ctx=None, collective=False, **meta):
-    """Times fn (inside ctx, entered once), records it; never raises."""
+# Profiles waiting for the profiling pass: torch.profiler leaves a process's later launches
+# slower on the host (20-30 %, calibration/README.md "Host-side dispatch"), so every case is
+# timed first and profiled only after the last timing (profile_pending).
+_PENDING = []
+
+
+def case(results, name, fn, args, ctx=None, collective=False, extra=None, **meta):
+    """Times fn (inside ctx, entered once), records it and queues its profile; never raises.
+    extra: optional (key, function of fn) run in the profiling pass, its result stored under key."""
     rec = {"case": name}
     rec.update(meta)
     try:
@@ -152,10 +161,10 @@ def case(results, name, fn, args, ctx=None, collective=False, **meta):
             rec.update(timeit(fn, args.target_s, args.reps, collective=collective))
             if collective:
                 dist.barrier()
-            if not getattr(args, "time_only", False):
-                rec.update(profile(fn, args.profile_calls))
         if collective:
             dist.barrier()
+        if not getattr(args, "time_only", False):
+            _PENDING.append((rec, fn, ctx, collective, torch.is_grad_enabled(), extra))
     except Exception as e:  # noqa: BLE001 - record and go on
         rec["error"] = "%s: %s" % (type(e).__name__, str(e)[:500])
         rec["traceback"] = traceback.format_exc()[-1500:]
@@ -164,11 +173,31 @@ def case(results, name, fn, args, ctx=None, collective=False, **meta):
         if "error" in rec:
             print("%-46s ERROR %s" % (name, rec["error"][:200]), flush=True)
         else:
-            print("%-46s host %8.2f us  wall %8.2f us  prof %8.2f us  kernels %5.1f  gpu %8.2f us" % (
-                name, rec["host_per_call_s"] * 1e6, rec["wall_per_call_s"] * 1e6,
-                rec.get("profiler_top_op_cpu_per_call_s", float("nan")) * 1e6, rec.get("kernels_per_call", float("nan")),
-                rec.get("gpu_time_per_call_s", float("nan")) * 1e6), flush=True)
+            print("%-46s host %8.2f us  wall %8.2f us" % (
+                name, rec["host_per_call_s"] * 1e6, rec["wall_per_call_s"] * 1e6), flush=True)
     return rec
+
+
+def profile_pending(args):
+    """The profiling pass: every queued case in the order it was timed (the same on every rank,
+    so collective cases stay matched), each inside its own context and grad mode."""
+    global _PENDING
+    pending, _PENDING = _PENDING, []
+    for rec, fn, ctx, collective, grad, extra in pending:
+        try:
+            with (ctx() if ctx else contextlib.nullcontext()), torch.set_grad_enabled(grad):
+                rec.update(profile(fn, args.profile_calls))
+                if extra is not None:
+                    rec[extra[0]] = extra[1](fn)
+            if collective:
+                dist.barrier()
+        except Exception as e:  # noqa: BLE001 - record and go on
+            rec["profile_error"] = "%s: %s" % (type(e).__name__, str(e)[:500])
+        if args.rank == 0:
+            print("%-46s prof %8.2f us  kernels %5.1f  gpu %8.2f us%s" % (
+                rec["case"], rec.get("profiler_top_op_cpu_per_call_s", float("nan")) * 1e6,
+                rec.get("kernels_per_call", float("nan")), rec.get("gpu_time_per_call_s", float("nan")) * 1e6,
+                ("  " + json.dumps(rec[extra[0]])) if extra is not None and extra[0] in rec else ""), flush=True)
 
 
 def init_torchrun(args):
@@ -389,7 +418,14 @@ def fsdp_cases(args, dev, world, local_rank):
                     type(e).__name__, str(e)[:500]), **rec_meta})
                 if args.rank == 0:
                     print("stack %s L=%d ERROR %s" % (variant, L, e), flush=True)
-    # Per-unit cost: slope over depth, and the slope minus the plain model's.
+    return res
+
+
+def fsdp_slopes(res):
+    """Per-unit cost: slope over depth, and the slope minus the plain model's (after profiling:
+    the GPU slope reads the profile)."""
+    depths = sorted({r["layers"] for r in res if "layers" in r})[:2]
+    variants = list(dict.fromkeys(r["variant"] for r in res if "variant" in r))
     slopes = {}
     for variant in variants:
         t = {r["layers"]: r for r in res if r.get("variant") == variant and "error" not in r}
@@ -398,14 +434,15 @@ def fsdp_cases(args, dev, world, local_rank):
             slopes[variant] = {
                 "host_per_layer_s": (t[depths[1]]["host_per_call_s"] - t[depths[0]]["host_per_call_s"]) / d,
                 "wall_per_layer_s": (t[depths[1]]["wall_per_call_s"] - t[depths[0]]["wall_per_call_s"]) / d,
-                "gpu_per_layer_s": (t[depths[1]]["gpu_time_per_call_s"] - t[depths[0]]["gpu_time_per_call_s"]) / d,
+                "gpu_per_layer_s": (t[depths[1]]["gpu_time_per_call_s"] - t[depths[0]]["gpu_time_per_call_s"]) / d
+                if all("gpu_time_per_call_s" in t[L] for L in depths) else None,
             }
     if "plain" in slopes:
         for v, s in slopes.items():
             if v != "plain":
                 s["host_overhead_per_unit_vs_plain_s"] = s["host_per_layer_s"] - slopes["plain"]["host_per_layer_s"]
                 s["wall_overhead_per_unit_vs_plain_s"] = s["wall_per_layer_s"] - slopes["plain"]["wall_per_layer_s"]
-    return res, slopes
+    return slopes
 
 
 def main(argv=None):
@@ -417,10 +454,8 @@ def main(argv=None):
     p.add_argument("--profile-calls", type=int, default=30)
     p.add_argument("--sections", default="ops,blocks,dtensor,fsdp")
     p.add_argument("--time-only", action="store_true",
-                   help="no torch.profiler at all: every case is timed in a process the profiler has not run "
-                        "in (by default each case is profiled after its timing, so every later case is timed "
-                        "after a profiler run, which leaves a process's launches slower on the host); the "
-                        "kernel counts then come from a default run")
+                   help="no torch.profiler at all (no kernel counts or GPU times); by default every case is "
+                        "profiled after the last one is timed")
     args = p.parse_args(argv)
     sections = set(args.sections.split(","))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -482,9 +517,13 @@ def main(argv=None):
         save(False)
     if DIST and world > 1 and "fsdp" in sections:
         try:
-            doc["fsdp"], doc["fsdp_per_unit"] = fsdp_cases(args, dev, world, local_rank)
+            doc["fsdp"] = fsdp_cases(args, dev, world, local_rank)
         except Exception as e:  # noqa: BLE001
             doc["fsdp_error"] = "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()[-1500:])
+    save(False)
+    profile_pending(args)
+    if "fsdp" in doc:
+        doc["fsdp_per_unit"] = fsdp_slopes(doc["fsdp"])
     save(True)
     if args.rank == 0:
         print("wrote %s (%.0f s)" % (args.out, doc["wall_time_s"]), flush=True)
