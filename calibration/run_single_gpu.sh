@@ -22,7 +22,7 @@
 #
 # usage: calibration/run_single_gpu.sh OUTDIR
 # environment: BUILD (default /tmp/build-microbench), CUDA_ARCH (default 90), END_S (seconds
-#              after start by which every step must have ended; default 560)
+#              after start by which every step must have ended; default 560), SERVING (0: no chain C)
 set -u -o pipefail
 OUTDIR="$1"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -77,6 +77,7 @@ chain_b() {
 # random-weight Llama 1B and 8B in transformers) and the eager forward's host rate (each width in a
 # process of its own, timed before any profiler runs).
 chain_c() {
+  [[ "${SERVING:-1}" == 1 ]] || return 0
   export CUDA_VISIBLE_DEVICES=$1
   step serving-batches python3 "$root/calibration/serving/measure_batches.py" --out "$work/serving-batches.json"
   step inference-host python3 "$root/calibration/serving/measure_inference_host.py" "$work/inference-host.json"
