@@ -41,18 +41,20 @@ if has build; then
   ldd "$BUILD/clustersim-nccl-bench" | grep -i nccl
 fi
 NB="$BUILD/clustersim-nccl-bench"
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+four() { (( ngpu >= 4 )); }   # the 4-GPU steps run only where 4 GPUs are present
 OB="$BUILD/clustersim-overlap-bench"
 
 if has nccl; then
   stamp "nccl 2 GPUs"
   CUDA_VISIBLE_DEVICES=0,1 timeout -k 5 150 "$NB" --gpus 2 --out "$OUTDIR/nccl-2gpu.json"; echo "rc=$?"
   stamp "nccl 4 GPUs"
-  timeout -k 5 150 "$NB" --gpus 4 --out "$OUTDIR/nccl-4gpu.json"; echo "rc=$?"
+  four && { timeout -k 5 150 "$NB" --gpus 4 --out "$OUTDIR/nccl-4gpu.json"; echo "rc=$?"; }
   stamp "nccl extra: Ring / Tree all-reduce on 4 GPUs, ungated small sizes"
-  NCCL_ALGO=Ring timeout -k 5 60 "$NB" --gpus 4 --ops all_reduce --out /tmp/nccl-ring4.json; echo "rc=$?"
-  NCCL_ALGO=Tree timeout -k 5 60 "$NB" --gpus 4 --ops all_reduce --out /tmp/nccl-tree4.json; echo "rc=$?"
+  four && { NCCL_ALGO=Ring timeout -k 5 60 "$NB" --gpus 4 --ops all_reduce --out /tmp/nccl-ring4.json; echo "rc=$?"; }
+  four && { NCCL_ALGO=Tree timeout -k 5 60 "$NB" --gpus 4 --ops all_reduce --out /tmp/nccl-tree4.json; echo "rc=$?"; }
   CUDA_VISIBLE_DEVICES=0,1 timeout -k 5 40 "$NB" --gpus 2 --no-gate --max-bytes 1048576 --out /tmp/nccl-nogate2.json; echo "rc=$?"
-  timeout -k 5 40 "$NB" --gpus 4 --no-gate --max-bytes 1048576 --out /tmp/nccl-nogate4.json; echo "rc=$?"
+  four && { timeout -k 5 40 "$NB" --gpus 4 --no-gate --max-bytes 1048576 --out /tmp/nccl-nogate4.json; echo "rc=$?"; }
   python3 - "$OUTDIR/nccl-extra.json" /tmp/nccl-ring4.json /tmp/nccl-tree4.json /tmp/nccl-nogate2.json /tmp/nccl-nogate4.json <<'PY'
 import json, os, sys
 docs = []
@@ -66,7 +68,7 @@ print("nccl-extra: %d documents" % len(docs))
 PY
   stamp "nccl debug (INIT,TUNING) on a --quick run"
   rm -f /tmp/nccldbg.*
-  for n in 2 4; do
+  for n in $(four && echo 2 4 || echo 2); do
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NCCL_DEBUG_FILE=/tmp/nccldbg.$n.%p timeout -k 5 60 \
       "$NB" --gpus $n --quick --ops all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,send_recv --out /tmp/nccl-dbg$n.json >/dev/null; echo "rc=$?"
   done
@@ -88,7 +90,7 @@ if has ncclalgo; then
   # tree), so only the all-reduce is forced to tree (NCCL's per-collective syntax).
   stamp "nccl all-reduce forced to tree, 2 and 4 GPUs"
   CUDA_VISIBLE_DEVICES=0,1 NCCL_ALGO="allreduce:tree" timeout -k 5 60 "$NB" --gpus 2 --ops all_reduce --out /tmp/nccl-tree2.json; echo "rc=$?"
-  NCCL_ALGO="allreduce:tree" timeout -k 5 60 "$NB" --gpus 4 --ops all_reduce --out /tmp/nccl-tree4.json; echo "rc=$?"
+  four && { NCCL_ALGO="allreduce:tree" timeout -k 5 60 "$NB" --gpus 4 --ops all_reduce --out /tmp/nccl-tree4.json; echo "rc=$?"; }
   python3 - "$OUTDIR/nccl-tree.json" /tmp/nccl-tree2.json /tmp/nccl-tree4.json <<'PY'
 import json, os, sys
 docs = []
@@ -104,7 +106,7 @@ fi
 
 if has overlap; then
   stamp "overlap 2 and 4 GPUs"
-  timeout -k 5 240 "$OB" --gpus 2,4 --out "$OUTDIR/overlap.json"; echo "rc=$?"
+  timeout -k 5 240 "$OB" --gpus "$(four && echo 2,4 || echo 2)" --out "$OUTDIR/overlap.json"; echo "rc=$?"
 fi
 
 if has host; then
