@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/kernels.hpp"
+#include "costmodel/transfer.hpp"
 #include "scenarios/json_reader.hpp"
 
 namespace clustersim {
@@ -333,6 +334,8 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
                        FitReport* report) {
   GpuProfile p = base;
   if (!options.name.empty()) p.name = options.name;
+  // A transferred base keeps its datasheet figures; what the transfer derived is refitted.
+  if (base.status == "transferred") p.sources = datasheet_sources(base);
   p.status = "calibrated";
   p.calibration = Calibration{};
   p.calibration.source = data.file;

@@ -2,6 +2,7 @@
 #include "costmodel/transfer.hpp"
 
 #include <algorithm>
+#include <string_view>
 #include <fmt/format.h>
 
 namespace clustersim {
@@ -38,6 +39,9 @@ double per_sm_throughput_ratio(const GpuProfile& target, const GpuProfile& refer
   if (tp <= 0 || rp <= 0 || target.sms <= 0 || reference.sms <= 0) return 1.0;
   return (tp / target.sms) / (rp / reference.sms);
 }
+
+// The first source transfer_profile appends; everything after it is the transfer's too.
+constexpr std::string_view kTransferredLine = "efficiency figures transferred from the calibrated";
 
 GpuProfile transfer_profile(const GpuProfile& ref, const GpuProfile& target, std::vector<std::string>* notes) {
   GpuProfile p = target;  // datasheet: SMs, L2, peaks, memory, NVLink, PCIe, sources
@@ -139,15 +143,25 @@ GpuProfile transfer_profile(const GpuProfile& ref, const GpuProfile& target, std
 
   p.status = "transferred";
   p.sources.push_back(fmt::format(
-      "efficiency figures transferred from the calibrated {} profile by costmodel/transfer (fractions of peak x "
+      "{} {} profile by costmodel/transfer (fractions of peak x "
       "published ratios: gemm {:.3f}, attention {:.3f}, HBM {:.3f}; k_half x {:.3f}; memory half sizes x {:.3f})",
-      ref.name, gemm_ratio, att_ratio, mem_ratio, per_sm_throughput_ratio(target, ref, half), bw_ratio));
+      kTransferredLine, ref.name, gemm_ratio, att_ratio, mem_ratio, per_sm_throughput_ratio(target, ref, half),
+      bw_ratio));
   for (const auto* pair : {&spec.gemm[dt(DType::fp16)], &spec.gemm[dt(DType::bf16)], &spec.gemm[dt(DType::fp8)],
                            &spec.attention, &spec.memory})
     if (pair->present() && !pair->source.empty() &&
         std::find(p.sources.begin(), p.sources.end(), pair->source) == p.sources.end())
       p.sources.push_back(pair->source);
   return p;
+}
+
+std::vector<std::string> datasheet_sources(const GpuProfile& transferred) {
+  std::vector<std::string> out;
+  for (const auto& s : transferred.sources) {
+    if (s.rfind(kTransferredLine, 0) == 0) break;
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace clustersim

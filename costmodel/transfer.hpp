@@ -45,6 +45,11 @@ namespace clustersim {
 GpuProfile transfer_profile(const GpuProfile& reference, const GpuProfile& target,
                             std::vector<std::string>* notes = nullptr);
 
+// The sources of a transferred profile's datasheet: what transfer_profile appended (its
+// line on the figures it moved and the published pairs' sources) taken off again, for a fit
+// that replaces the transferred figures with measured ones.
+std::vector<std::string> datasheet_sources(const GpuProfile& transferred);
+
 // The ratio of achievable fractions of peak that a published pair implies:
 // (target_rate / target_peak) / (reference_rate / reference_peak); 1 when absent.
 double published_fraction_ratio(const PublishedPair& pair, double target_peak, double reference_peak);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "costmodel/graph.hpp"
+#include "costmodel/hardware.hpp"
 #include "scenarios/json_reader.hpp"
 
 namespace clustersim {
@@ -72,17 +73,20 @@ double megatron_paper_flops(const Scenario& s) {
 
 std::vector<ValidationCase> validation_cases(const std::string& root) {
   std::vector<ValidationCase> cases;
-  // One GPU, measured.
-  for (const auto& file : files_named(root + "/calibration/data/h100-sxm5-80gb", "measured-runs-")) {
-    if (file.find("rerun") != std::string::npos || file.find("superseded") != std::string::npos) continue;
-    const nlohmann::json doc = read_json_file(file);
-    for (const auto& run : doc.at("runs")) {
-      const std::string name = run.at("name");
-      ValidationCase c{"measured-h100", name, load_scenario(root + "/data/scenarios/measured-h100/" + name + ".json")};
-      c.step_time = run.at("measured").at("step_time_s").get<double>();
-      cases.push_back(std::move(c));
+  // One GPU, measured: each calibrated GPU's runs with the scenarios shipped for them.
+  const std::pair<const char*, const char*> one_gpu_sets[] = {{"h100-sxm5-80gb", "measured-h100"},
+                                                              {"h200-sxm-141gb", "measured-h200"}};
+  for (const auto& [gpu, set] : one_gpu_sets)
+    for (const auto& file : files_named(root + "/calibration/data/" + gpu, "measured-runs-")) {
+      if (file.find("rerun") != std::string::npos || file.find("superseded") != std::string::npos) continue;
+      const nlohmann::json doc = read_json_file(file);
+      for (const auto& run : doc.at("runs")) {
+        const std::string name = run.at("name");
+        ValidationCase c{set, name, load_scenario(root + "/data/scenarios/" + set + "/" + name + ".json")};
+        c.step_time = run.at("measured").at("step_time_s").get<double>();
+        cases.push_back(std::move(c));
+      }
     }
-  }
   // Several GPUs of one host, measured.
   for (const auto& file : files_named(root + "/calibration/data", "measured-parallel-")) {
     const nlohmann::json doc = read_json_file(file);
@@ -91,6 +95,18 @@ std::vector<ValidationCase> validation_cases(const std::string& root) {
       c.step_time = run.at("measured").at("step_time_s").get<double>();
       cases.push_back(std::move(c));
     }
+  }
+  // The same runs of a GPU calibrated after its datasheet profile shipped, predicted with that
+  // datasheet profile as transferred from the H100 (its name + "-datasheet"): the measured
+  // error of a transferred profile, for the transferred regimes' intervals.
+  const std::size_t measured = cases.size();
+  for (std::size_t i = 0; i < measured; ++i) {
+    const auto p = find_gpu_profile(cases[i].scenario.cluster.gpu + "-datasheet");
+    if (!p || p->status != "transferred") continue;
+    ValidationCase c = cases[i];
+    c.dataset += "-transferred";
+    c.scenario.cluster.gpu = p->name;
+    cases.push_back(std::move(c));
   }
   // Megatron-LM SC'21 Table 1.
   const nlohmann::json megatron = read_json_file(root + "/data/published/megatron-sc21-table1.json");

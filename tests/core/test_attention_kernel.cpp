@@ -46,7 +46,8 @@ TEST_CASE("attention kernel: eager PyTorch on Hopper reaches cuDNN's, Megatron a
   };
   for (const Case& c : std::vector<Case>{
            {"h100-sxm5-80gb", "amp-bf16", "", AttentionKernel::cudnn},     // SDPA's cuDNN-first order on 9.0
-           {"h200-sxm-141gb", "amp-bf16", "", AttentionKernel::cudnn},     // the H100's curve carried (9.0)
+           {"h200-sxm-141gb", "amp-bf16", "", AttentionKernel::cudnn},     // its own measured cuDNN curve (9.0)
+           {"h200-sxm-141gb-datasheet", "amp-bf16", "", AttentionKernel::cudnn},  // the H100's curve carried
            {"h100-sxm5-80gb", "mixed-bf16", "", AttentionKernel::flash2},  // megatron: FlashAttention-2's curve
            {"a100-sxm4-80gb", "amp-bf16", "", AttentionKernel::flash2},    // 8.0: flash first
            {"b200-sxm-180gb", "amp-bf16", "", AttentionKernel::flash2},    // 10.0, but no cuDNN curve measured there
@@ -103,11 +104,12 @@ TEST_CASE("attention kernel: the cluster a scenario resolves carries the curve o
 }
 
 TEST_CASE("attention kernel: cuDNN's curve carries over only to GPUs of the H100's compute capability", "[attention]") {
-  for (const char* name : {"h200-sxm-141gb", "h800-sxm5-80gb", "a100-sxm4-80gb", "b200-sxm-180gb", "v100-sxm2-32gb"}) {
+  for (const char* name :
+       {"h200-sxm-141gb-datasheet", "h800-sxm5-80gb", "a100-sxm4-80gb", "b200-sxm-180gb", "v100-sxm2-32gb"}) {
     const auto p = find_gpu_profile(name);
     REQUIRE(p);
     const bool carried = p->calibration.attention_cudnn.calibrated();
-    std::printf("%-16s compute capability %-5s cuDNN attention curve: %s\n", name, p->compute_capability.c_str(),
+    std::printf("%-24s compute capability %-5s cuDNN attention curve: %s\n", name, p->compute_capability.c_str(),
                 carried ? "yes" : "no");
     CHECK(carried == (p->compute_capability == "9.0"));
   }
