@@ -32,6 +32,7 @@ struct FitCommand {
   // eager PyTorch kernels by access path (measure_eager_kernels.py); a path measured in an
   // earlier file is not read again from a later one
   std::vector<std::string> eager_files;
+  std::string launch_file;   // launch figures from another microbenchmark file (--only launch)
   std::string host_file;     // host dispatch costs (measure_host.py)
   std::string dtensor_bias_file;  // DTensor GPT steps with and without biases (measure_parallel.py)
   std::vector<std::string> dtensor_optimizer_files;  // DTensor optimizer steps (measure_dtensor_params.py)
@@ -120,8 +121,15 @@ int fit(const FitCommand& c) {
     for (const auto& f : c.attention_files) read_attention_benchmarks(f, data);
   }
   for (const auto& f : c.eager_files) read_eager_kernels(f, data);
+  if (!c.launch_file.empty()) read_launch_section(c.launch_file, data);
   FitReport rep;
   GpuProfile fitted = fit_profile(*base, data, {c.holdout, c.name}, &rep);
+  if (!c.launch_file.empty())
+    fitted.sources.push_back(fmt::format(
+        "kernel launches (kernel_overhead {:.2f} us: {}) measured by clustersim-microbench --only launch: {}",
+        1e6 * fitted.efficiency.kernel_overhead,
+        data.queued_gap > 0 ? "kernels queued behind a spin kernel, the host ahead" : "back-to-back launches",
+        c.launch_file));
   for (const auto& f : c.eager_files)
     fitted.sources.push_back("eager PyTorch kernels by access path measured by "
                              "calibration/training/measure_eager_kernels.py: " + f);
@@ -299,6 +307,9 @@ const Registration calibrate_command{
       f->add_option("--eager", c->eager_files,
                     "eager PyTorch elementwise kernels by access path (clustersim-eager-kernels JSON); repeat for "
                     "files measuring other paths: a path an earlier file measured is not read from a later one");
+      f->add_option("--launch", c->launch_file,
+                    "launch figures from this clustersim-microbench file instead (its launch section: "
+                    "clustersim-microbench --only launch on the same GPU model)");
       f->add_option("--host", c->host_file, "host dispatch costs (clustersim-host-dispatch JSON, measure_host.py)");
       f->add_option("--dtensor-bias", c->dtensor_bias_file,
                     "DTensor GPT steps with and without biases (clustersim-dtensor-bias JSON); needs --host");

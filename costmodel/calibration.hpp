@@ -45,8 +45,13 @@ struct Microbenchmarks {
   nlohmann::json provenance;
   std::vector<GemmSample> gemm;
   std::vector<MemorySample> memory;
-  Seconds launch_gap = 0;  // GPU time per back-to-back kernel launch
+  Seconds launch_gap = 0;  // GPU time per back-to-back kernel launch (bound by the host's submit rate)
   Seconds sync_launch = 0, launch_submit = 0;  // launch + synchronize; host submit per async launch
+  // GPU time per kernel queued behind others with the host ahead (the launch section's
+  // queued_gpu_time_per_launch; 0 when the file predates it): the per-kernel cost of a
+  // GPU-bound stream, the profile's kernel_overhead when measured, else launch_gap.
+  Seconds queued_gap = 0;
+  std::string launch_file;  // where the launch figures came from
   // Pinned host <-> GPU copies (the memcpy section): the best bandwidth over the copy
   // sizes per direction; 0 when the file has none (the profile keeps its PCIe figure).
   BytesPerSecond pinned_h2d = 0, pinned_d2h = 0;
@@ -60,6 +65,9 @@ struct Microbenchmarks {
 
 // Reads a clustersim-microbench JSON file; bad content is an InputError with paths.
 Microbenchmarks read_microbenchmarks(const std::string& file);
+// Replaces the launch figures of `into` with those of another clustersim-microbench file
+// (its launch section alone, e.g. `--only launch` on the same GPU model).
+void read_launch_section(const std::string& file, Microbenchmarks& into);
 // Adds a fused-attention timing file: clustersim-sdpa-flash/1 (profile_step.py:
 // FlashAttention-2) or clustersim-sdpa/1 with its "backend", flash or cudnn
 // (measure_sdpa_backends.py), to the samples of that kernel library; a second file for

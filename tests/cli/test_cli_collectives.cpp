@@ -129,6 +129,7 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
 TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[cli][calibration][collective_fit]") {
   // As README.md writes it: the H200's own measurements (calibration/data/h200-sxm-141gb/),
   // the DTensor host costs measured on H100 machines carried to the H200 host's eager rate,
+  // the launch figures of a later lease (kernels queued behind a spin: the kernel overhead),
   // and NCCL from the H200's two GPUs with the H100's four (the same NV18 NVLink 4 fabric).
   const fs::path out = clustersim::test::temp_dir() / "clustersim-test-h200-regenerated.json";
   const std::string d = "calibration/data/h200-sxm-141gb/", h = "calibration/data/h100-sxm5-80gb/";
@@ -143,7 +144,8 @@ TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[
                      "dtensor-host-2026-11-27/call9-loss-r1.json --dtensor-loss " + h +
                      "dtensor-host-2026-11-27/call9-loss-r2.json --dtensor-loss " + h +
                      "dtensor-host-2026-11-27/call9-loss-r3.json --inference-host " + d +
-                     "inference-host-2026-11-28.json --overlap " + d + "overlap-2026-11-28.json --nccl " + d +
+                     "inference-host-2026-11-28.json --launch " + d + "launch-queued-2026-11-28.json --overlap " + d +
+                     "overlap-2026-11-28.json --nccl " + d +
                      "nccl-2gpu-2026-11-28.json --nccl " + h + "nccl-4gpu-2026-11-26.json" +
                      " --base h200-sxm-141gb-datasheet --name h200-sxm-141gb --holdout 0 --out " + out.string());
   INFO(r.output);

@@ -10,6 +10,16 @@ namespace {
 
 __global__ void empty_kernel() {}
 
+// Busy-waits `ns` nanoseconds of the GPU's global timer: a stream held back while the host
+// queues launches behind it.
+__global__ void spin_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 double now_s() {
   using clk = std::chrono::steady_clock;
   return std::chrono::duration<double>(clk::now().time_since_epoch()).count();
@@ -197,7 +207,30 @@ void run_launch_section(const Options& opt, const DeviceInfo& dev, cudaStream_t 
   CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaGraphDestroy(graph));
 
-  // 4) Event record + synchronize round trip with no kernel.
+  // 4) Queued launches: `n_queued` empty kernels enqueued while a spin kernel holds the
+  // stream, so that the host is ahead when the GPU starts on them; the GPU's time per
+  // launch from the spin's end (e0) to the last kernel's (e1) is the front end's gap between
+  // queued kernels, what a GPU-bound eager stream pays per kernel. The host's submit time is
+  // recorded beside it (it must stay below the spin for the queue to have been full).
+  const int n_queued = 512;
+  const double spin_s = 0.02;
+  std::vector<double> queued_gpu, queued_submit;
+  for (int rep = 0; rep < 7; ++rep) {
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(spin_s * 1e9));
+    double t0 = now_s();
+    CUDA_CHECK(cudaEventRecord(e0, stream));
+    for (int i = 0; i < n_queued; ++i) empty_kernel<<<1, 1, 0, stream>>>();
+    CUDA_CHECK(cudaEventRecord(e1, stream));
+    queued_submit.push_back(now_s() - t0);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    queued_gpu.push_back(1e-3 * ms / n_queued);
+  }
+
+  // 5) Event record + synchronize round trip with no kernel.
   std::vector<double> ev_rt;
   for (int i = 0; i < n_sync / 4; ++i) {
     double t0 = now_s();
@@ -227,12 +260,18 @@ void run_launch_section(const Options& opt, const DeviceInfo& dev, cudaStream_t 
   j.kv_int("graph_nodes", graph_nodes);
   stats("graph_gpu_time_per_node", graph_node);
   stats("event_record_sync_roundtrip", ev_rt);
+  j.kv_int("queued_launches_per_sample", n_queued);
+  j.kv_num("queued_spin_s", spin_s);
+  stats("queued_gpu_time_per_launch", queued_gpu);
+  stats("queued_host_submit_s", queued_submit);
   j.end_obj();
 
   sum.add(fmt("launch: async submit %.2f us/launch, GPU %.2f us/launch back-to-back, "
-              "sync launch latency %.2f us, graph %.2f us/node",
+              "sync launch latency %.2f us, graph %.2f us/node, queued behind a spin %.2f us/launch "
+              "(submitted in %.2f ms of the %.0f ms spin)",
               median_of(async_host) * 1e6, median_of(async_gpu) * 1e6, median_of(sync_lat) * 1e6,
-              median_of(graph_node) * 1e6));
+              median_of(graph_node) * 1e6, median_of(queued_gpu) * 1e6, median_of(queued_submit) * 1e3,
+              spin_s * 1e3));
 }
 
 }  // namespace mb
