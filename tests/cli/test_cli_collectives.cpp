@@ -128,7 +128,8 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
 
 TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[cli][calibration][collective_fit]") {
   // As README.md writes it: the H200's own measurements (calibration/data/h200-sxm-141gb/),
-  // the DTensor host costs measured on H100 machines carried to the H200 host's eager rate,
+  // the DTensor optimizer and loss_parallel host costs measured on two H200s, the DTensor
+  // bias's measured on H100s carried to the H200 host's eager rate,
   // the launch figures of a later lease (kernels queued behind a spin: the kernel overhead),
   // and NCCL from the H200's two GPUs with the H100's four (the same NV18 NVLink 4 fabric).
   const fs::path out = clustersim::test::temp_dir() / "clustersim-test-h200-regenerated.json";
@@ -136,14 +137,8 @@ TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[
   const auto r = run("calibrate fit " + d + "microbench-duty-2026-11-28.json --attention " + d + "sdpa-flash-2026-11-28.json" +
                      " --attention " + d + "sdpa-cudnn-2026-11-28.json --eager " + d + "eager-kernels-graphs-2026-11-28.json" +
                      " --host " + d + "host-dispatch-2026-11-28.json --dtensor-bias " + h + "dtensor-bias-2026-11-27.json" +
-                     " --dtensor-optimizer " + h + "dtensor-host-2026-11-27/dtensor-params-run1.json --dtensor-optimizer " + h +
-                     "dtensor-host-2026-11-27/dtensor-params-run2.json --dtensor-optimizer " + h +
-                     "dtensor-host-2026-11-27/dtensor-params-run4.json --dtensor-optimizer " + h +
-                     "dtensor-host-2026-11-27/call8-x4-params-r1.json --dtensor-optimizer " + h +
-                     "dtensor-host-2026-11-27/call8-x4-params-r2.json --dtensor-loss " + h +
-                     "dtensor-host-2026-11-27/call9-loss-r1.json --dtensor-loss " + h +
-                     "dtensor-host-2026-11-27/call9-loss-r2.json --dtensor-loss " + h +
-                     "dtensor-host-2026-11-27/call9-loss-r3.json --inference-host " + d +
+                     " --dtensor-optimizer " + d + "dtensor-params-2026-11-28.json --dtensor-loss " + d +
+                     "dtensor-loss-2026-11-28.json --inference-host " + d +
                      "inference-host-2026-11-28.json --launch " + d + "launch-queued-2026-11-28.json --overlap " + d +
                      "overlap-2026-11-28.json --nccl " + d +
                      "nccl-2gpu-2026-11-28.json --nccl " + h + "nccl-4gpu-2026-11-26.json" +

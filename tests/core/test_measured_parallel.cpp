@@ -102,7 +102,7 @@ TEST_CASE("measured multi-GPU steps on H200s: the calibrated profile against the
   std::printf("median |error|: calibrated %.1f%% (worst %.1f%%), transferred %.1f%% (worst %.1f%%) over %zu runs\n",
               100 * mc, 100 * *std::max_element(cal.begin(), cal.end()), 100 * mt,
               100 * *std::max_element(tr.begin(), tr.end()), cal.size());
-  // 2026-11-28: calibrated 2.5 % (worst -10.3 %, dtp2 gpt-1.3b), transferred 6.2 % (worst -26.9 %).
+  // 2026-11-28: calibrated 2.5 % (worst -10.0 %, dtp2 gpt-1.3b), transferred 6.2 % (worst -26.9 %).
   CHECK(mc <= 0.03);
   CHECK(*std::max_element(cal.begin(), cal.end()) <= 0.15);
   CHECK(mt <= 0.08);
