@@ -25,6 +25,12 @@ Result run(const std::string& args) { return clustersim::test::run_cli(args); }
 
 using clustersim::test::write_temp;
 
+// A file's whole text (a regenerated profile against the shipped one).
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 // Every collective on 2..8 ranks, NCCL's ring alpha-beta: time = steps alpha + F bytes / busbw
 // (steps and F as costmodel/nccl_model.hpp: all-reduce 2(n-1) and 2(n-1)/n, all-gather,
 // reduce-scatter, all-to-all n-1 and (n-1)/n, broadcast n-1 and 1, send/recv 1 and 1).
@@ -117,10 +123,6 @@ TEST_CASE("the regenerate line makes the shipped H100 profile byte for byte, NCC
   INFO(r.output);
   REQUIRE(r.code == 0);
   CHECK_THAT(r.output, Catch::Contains("collective fit from 2 file(s), 276 samples"));
-  auto slurp = [](const fs::path& p) {
-    std::ifstream in(p);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  };
   const std::string shipped = slurp(fs::path(CLUSTERSIM_SOURCE_DIR) / "costmodel/profiles/h100-sxm5-80gb.json");
   CHECK(slurp(out) == shipped);
   fs::remove(out);
@@ -145,10 +147,6 @@ TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[
                      " --base h200-sxm-141gb-datasheet --name h200-sxm-141gb --holdout 0 --out " + out.string());
   INFO(r.output);
   REQUIRE(r.code == 0);
-  auto slurp = [](const fs::path& p) {
-    std::ifstream in(p);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  };
   const std::string shipped = slurp(fs::path(CLUSTERSIM_SOURCE_DIR) / "costmodel/profiles/h200-sxm-141gb.json");
   CHECK(slurp(out) == shipped);
   fs::remove(out);
