@@ -136,16 +136,24 @@ namespace {
 void read_launch(const nlohmann::json& doc, const std::string& file, Microbenchmarks& mb, Diagnostics& diag) {
   const nlohmann::json none = nlohmann::json::object();
   const auto& l = doc.is_object() && doc.contains("launch") && doc["launch"].is_object() ? doc["launch"] : none;
-  auto median = [&](const char* key) {
-    return l.contains(key) && l[key].is_object() ? l[key].value("median_s", 0.0) : 0.0;
+  const auto stated = [&](const char* key) -> const nlohmann::json* {
+    return l.contains(key) && l[key].is_object() && l[key].contains("median_s") ? &l[key]["median_s"] : nullptr;
+  };
+  // A key's median_s in seconds; an error naming it where it is given but not a positive number.
+  const auto median = [&](const char* key) {
+    const nlohmann::json* v = stated(key);
+    if (!v) return 0.0;
+    if (v->is_number() && v->get<double>() > 0) return v->get<double>();
+    diag.error(fmt::format("/launch/{}/median_s", key), fmt::format("expected a positive number of seconds, got {}",
+                                                                      v->dump()));
+    return 0.0;
   };
   mb.launch_gap = median("async_gpu_time_per_launch");
-  if (!(mb.launch_gap > 0)) diag.error("/launch/async_gpu_time_per_launch/median_s", "missing: no launch overhead");
+  if (!stated("async_gpu_time_per_launch"))
+    diag.error("/launch/async_gpu_time_per_launch/median_s", "missing: no launch overhead");
   mb.sync_launch = median("sync_launch_latency");
   mb.launch_submit = median("async_host_submit_per_launch");
   mb.queued_gap = median("queued_gpu_time_per_launch");
-  if (l.contains("queued_gpu_time_per_launch") && !(mb.queued_gap > 0))
-    diag.error("/launch/queued_gpu_time_per_launch/median_s", "expected a positive number of seconds");
   mb.launch_file = file;
 }
 }  // namespace

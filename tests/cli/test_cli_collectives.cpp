@@ -151,3 +151,32 @@ TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[
   CHECK(slurp(out) == shipped);
   fs::remove(out);
 }
+
+TEST_CASE("calibrate fit --launch: its launch figures replace the file's, bad ones are named", "[cli][calibration]") {
+  const std::string data = "calibration/data/h200-sxm-141gb/microbench-duty-2026-11-28.json";
+  // The queued gap, where measured, is the kernel overhead; without it the back-to-back gap.
+  const json queued = {{"launch",
+                        {{"async_gpu_time_per_launch", {{"median_s", 3.5e-6}}},
+                         {"queued_gpu_time_per_launch", {{"median_s", 1.25e-6}}}}}};
+  const json back_to_back = {{"launch", {{"async_gpu_time_per_launch", {{"median_s", 3.5e-6}}}}}};
+  for (const auto& [doc, overhead] : {std::pair{queued, 1.25e-6}, std::pair{back_to_back, 3.5e-6}}) {
+    const auto f = write_temp("launch.json", doc.dump());
+    const auto out = clustersim::test::temp_dir() / "clustersim-test-launch-fit.json";
+    const auto r = run("calibrate fit " + data + " --launch " + f.string() +
+                       " --base h200-sxm-141gb-datasheet --holdout 0 --out " + out.string());
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    const json p = json::parse(slurp(out));
+    const std::string got = p["efficiency"]["kernel_overhead"];
+    std::printf("kernel_overhead written %s, expected %.3g s\n", got.c_str(), overhead);
+    CHECK(std::stod(got) == Approx(overhead).epsilon(1e-9));
+    fs::remove(out);
+  }
+  const auto bad = write_temp("launch-bad.json", R"({"launch": {"async_gpu_time_per_launch": {"median_s": 3e-6},
+                                                   "queued_gpu_time_per_launch": {"median_s": "fast"}}})");
+  const auto r = run("calibrate fit " + data + " --launch " + bad.string());
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains(bad.string()) && Catch::Contains("/launch/queued_gpu_time_per_launch/median_s") &&
+                           Catch::Contains("\"fast\""));
+}
