@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The single-GPU calibration of a GPU model clustersim has not measured yet (issue 13: the
-# H200), in one device call: everything `clustersim calibrate fit` reads for one GPU, and the
+# The single-GPU calibration of one GPU model (first run for the H200, 2026-11-28) in one
+# device call: everything `clustersim calibrate fit` reads for one GPU, and the
 # ten training runs its predictions are checked against.
 #
 #   chain A (first GPU):  clustersim-microbench (GEMM sweep, memcpy, memory-bound kernels,
@@ -10,7 +10,7 @@
 #                         sweep and kernel profiles of two training steps), measure_sdpa_backends.py
 #                         (FlashAttention-2 and cuDNN attention, back to back)
 #   chain B (second GPU, or first with one GPU): training/run_all.sh (10 runs, amp-bf16), then
-#                         (chain C; after chain A with one GPU) serving/measure_batches.py and
+#                         (chain C, after chain A) serving/measure_batches.py and
 #                         serving/measure_inference_host.py
 #
 # With two or more GPUs the chains run side by side, one GPU each (the GPUs are separate
@@ -84,10 +84,13 @@ chain_c() {
 }
 
 if (( ngpu >= 2 )); then
-  { chain_b 1; chain_c 1; } > "$work/chain-b.log" 2>&1 &
+  chain_b 1 > "$work/chain-b.log" 2>&1 &
   b=$!
   chain_a
   wait "$b"
+  # After chain A: the serving table and the inference host rate time the host, which chain
+  # A's host and profiling steps would share.
+  chain_c 1 >> "$work/chain-b.log" 2>&1
   stamp "chain B's log"
   cat "$work/chain-b.log"
 else

@@ -128,7 +128,7 @@ int fit(const FitCommand& c) {
     fitted.sources.push_back(fmt::format(
         "kernel launches (kernel_overhead {:.2f} us: {}) measured by clustersim-microbench --only launch: {}",
         1e6 * fitted.efficiency.kernel_overhead,
-        data.queued_gap > 0 ? "kernels queued behind a spin kernel, the host ahead" : "back-to-back launches",
+        rep.kernel_overhead_queued ? "kernels queued behind a spin kernel, the host ahead" : "back-to-back launches",
         c.launch_file));
   for (const auto& f : c.eager_files)
     fitted.sources.push_back("eager PyTorch kernels by access path measured by "
@@ -233,6 +233,22 @@ int fit(const FitCommand& c) {
     fmt::print("NVLink collectives: collective_nvlink {:.3f} of {}\n", fitted.efficiency.collective_nvlink,
                format_bandwidth(fitted.nvlink_bandwidth));
     for (const auto& n : notes) fmt::print("note: {}\n", n);
+  }
+  if (base->status == "transferred") {
+    // What this fit did not measure stays as the transfer carried it from the reference GPU:
+    // said in the profile, since its status now reads calibrated.
+    std::string kept;
+    const auto keep = [&](bool refitted, const char* what) {
+      if (!refitted) kept += (kept.empty() ? "" : ", ") + std::string(what);
+    };
+    keep(!c.host_file.empty(), "host dispatch");
+    keep(!c.nccl_files.empty(), "NCCL collectives");
+    keep(!c.overlap_file.empty(), "overlap interference");
+    if (!kept.empty()) {
+      fitted.sources.push_back(fmt::format("not measured on this GPU, kept as transferred from {}: {}",
+                                           base->transfer.from, kept));
+      fmt::print("note: not refitted, kept as transferred from {}: {}\n", base->transfer.from, kept);
+    }
   }
   if (!c.out.empty()) {
     write_text_file(c.out, to_json(fitted).dump(2) + '\n');

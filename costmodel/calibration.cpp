@@ -136,6 +136,8 @@ namespace {
 void read_launch(const nlohmann::json& doc, const std::string& file, Microbenchmarks& mb, Diagnostics& diag) {
   const nlohmann::json none = nlohmann::json::object();
   const auto& l = doc.is_object() && doc.contains("launch") && doc["launch"].is_object() ? doc["launch"] : none;
+  if (doc.is_object() && doc.contains("launch") && !doc["launch"].is_object())
+    diag.error("/launch", fmt::format("expected an object, got {}", doc["launch"].dump()));
   const auto stated = [&](const char* key) -> const nlohmann::json* {
     return l.contains(key) && l[key].is_object() && l[key].contains("median_s") ? &l[key]["median_s"] : nullptr;
   };
@@ -143,9 +145,10 @@ void read_launch(const nlohmann::json& doc, const std::string& file, Microbenchm
   const auto median = [&](const char* key) {
     const nlohmann::json* v = stated(key);
     if (!v) return 0.0;
-    if (v->is_number() && v->get<double>() > 0) return v->get<double>();
-    diag.error(fmt::format("/launch/{}/median_s", key), fmt::format("expected a positive number of seconds, got {}",
-                                                                      v->dump()));
+    // A launch takes microseconds; a millisecond or more is a unit mistake.
+    if (v->is_number() && v->get<double>() > 0 && v->get<double>() < 1e-3) return v->get<double>();
+    diag.error(fmt::format("/launch/{}/median_s", key),
+               fmt::format("expected seconds between 0 and 1e-3 (a launch), got {}", v->dump()));
     return 0.0;
   };
   mb.launch_gap = median("async_gpu_time_per_launch");
@@ -425,9 +428,10 @@ GpuProfile fit_profile(const GpuProfile& base, const Microbenchmarks& data, cons
   }
   // A GPU-bound stream's kernels wait in the queue with the host ahead: the gap the GPU's
   // front end puts between them is the per-kernel cost. Back-to-back launches of empty
-  // kernels measure the host's submit rate instead (2.9-3.7 us against 1.3 queued on an
+  // kernels measure the host's submit rate instead (3.40-3.66 us against 1.31 queued on an
   // H200), the only figure of files that predate the queued measurement.
-  p.efficiency.kernel_overhead = data.queued_gap > 0 ? data.queued_gap : data.launch_gap;
+  rep.kernel_overhead_queued = data.queued_gap > 0;
+  p.efficiency.kernel_overhead = rep.kernel_overhead_queued ? data.queued_gap : data.launch_gap;
   p.efficiency.sync_launch_latency = data.sync_launch;
   p.efficiency.launch_submit = data.launch_submit;
   rep.kernel_overhead = p.efficiency.kernel_overhead;

@@ -5,7 +5,8 @@
 //  - memory-bound kernels: efficiency and half-rate size per kind from the kernels whose
 //    data exceed L2 (smaller ones measure the cache, not HBM), eager PyTorch's access
 //    paths from their own measurements;
-//  - kernel overhead: the back-to-back launch gap.
+//  - kernel overhead: the GPU's gap between kernels queued with the host ahead, where the
+//    launch section measured it, else the back-to-back launch gap (fit_profile);
 //  - host copies: pinned H2D and D2H bandwidth of cudaMemcpyAsync (activation offload).
 // Every `holdout_every`-th sample (in file order) is held back and predicted to report
 // the fit's error on shapes it did not see.
@@ -48,8 +49,7 @@ struct Microbenchmarks {
   Seconds launch_gap = 0;  // GPU time per back-to-back kernel launch (bound by the host's submit rate)
   Seconds sync_launch = 0, launch_submit = 0;  // launch + synchronize; host submit per async launch
   // GPU time per kernel queued behind others with the host ahead (the launch section's
-  // queued_gpu_time_per_launch; 0 when the file predates it): the per-kernel cost of a
-  // GPU-bound stream, the profile's kernel_overhead when measured, else launch_gap.
+  // queued_gpu_time_per_launch; 0 when the file predates it).
   Seconds queued_gap = 0;
   std::string launch_file;  // where the launch figures came from
   // Pinned host <-> GPU copies (the memcpy section): the best bandwidth over the copy
@@ -100,6 +100,7 @@ struct FitReport {
   Bytes memory_half_size = 0;
   ErrorStats memory_held_back;
   Seconds kernel_overhead = 0;
+  bool kernel_overhead_queued = false;  // the queued gap (else the back-to-back launch gap)
   // Per kernel library (index: AttentionKernel); count 0 where none was measured.
   std::array<ErrorStats, 2> attention_forward_held_back, attention_backward_held_back;
   ErrorStats all_held_back;  // every held-back point: GEMMs, memory-bound, attention

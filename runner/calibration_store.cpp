@@ -39,8 +39,12 @@ ImportCount import_calibration_samples(const std::string& db_file, const Microbe
                                 {{"gpu_name", data.gpu_name}, {"sms", data.sms}, {"l2_bytes", data.l2},
                                  {"provenance", data.provenance}, {"pinned_h2d_Bps", data.pinned_h2d},
                                  {"pinned_d2h_Bps", data.pinned_d2h}, {"sync_launch_s", data.sync_launch},
-                                 {"launch_submit_s", data.launch_submit}},
-                                data.launch_gap, profile.efficiency.kernel_overhead, bench);
+                                 {"launch_submit_s", data.launch_submit}, {"queued_gpu_s", data.queued_gap}},
+                                data.launch_gap,
+                                // The profile's kernel overhead is the back-to-back gap only where no
+                                // queued gap was measured; otherwise nothing to compare this sample with.
+                                data.queued_gap > 0 ? std::nullopt : std::optional<double>(profile.efficiency.kernel_overhead),
+                                bench);
       for (const auto& g : data.gemm)
         db.add_calibration_sample(hw, "gemm",
                                   {{"dtype", to_string(g.dtype)}, {"batch", g.batch}, {"m", g.m}, {"n", g.n}, {"k", g.k}},
@@ -95,6 +99,8 @@ Microbenchmarks load_calibration_samples(const std::string& db_file, const std::
       // So do the synchronous launch and the host's submit of an asynchronous one.
       data.sync_launch = shape.value("sync_launch_s", 0.0);
       data.launch_submit = shape.value("launch_submit_s", 0.0);
+      // And the gap between queued kernels, where the file measured it (the kernel overhead).
+      data.queued_gap = shape.value("queued_gpu_s", 0.0);
     } else if (kind == "gemm") {
       if (const auto dt = dtype_named(shape.value("dtype", "")))
         data.gemm.push_back({*dt, shape.value("batch", 1), shape.value("m", 0), shape.value("n", 0), shape.value("k", 0), t});

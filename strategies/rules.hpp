@@ -477,9 +477,9 @@ Seconds host_per_kernel(const FrameworkSpec& f, const HostDispatch& h);
 // the stream runs kernel, host, kernel, ... The gap between two kernels is the host's
 // dispatch of the next one (the eager host time per kernel, less the asynchronous submit
 // it contains) and a synchronous launch (submit, start, the empty kernel, completion seen
-// by the host: calibration's sync_launch_latency), in place of the asynchronous
-// back-to-back launch gap (kernel_overhead). Without a measured synchronous launch: the
-// dispatch and the asynchronous gap, one after the other.
+// by the host: calibration's sync_launch_latency), in place of the gap between queued
+// kernels (kernel_overhead). Without a measured synchronous launch: the dispatch and that
+// gap, one after the other.
 Seconds launch_blocking_gap(const Efficiency& e, const HostDispatch& h);
 // The fused-attention kernels a run's attention reaches (training.attention_kernel, else
 // the software's own choice). Eager PyTorch (the pytorch* frameworks) calls SDPA, which

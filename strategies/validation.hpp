@@ -5,8 +5,12 @@
 //
 //   measured-h100        calibration/data/h100-sxm5-80gb/measured-runs-*.json: one GPU,
 //                        step time measured (scenarios in data/scenarios/measured-h100/)
+//   measured-h200        the same on an H200 (calibration/data/h200-sxm-141gb/,
+//                        data/scenarios/measured-h200/)
 //   measured-parallel    calibration/data/*/measured-parallel-*.json: 1 to 4 GPUs of one
 //                        host, step time measured (each run's own scenario block)
+//   *-transferred        the measured runs above of a GPU whose datasheet profile
+//                        ("<name>-datasheet") is transferred, predicted with that profile
 //   megatron-sc21        data/published/megatron-sc21-table1.json: TFLOP/s per GPU with
 //                        the paper's FLOP count 96 B s l h^2 (1 + s/6h + V/16lh)
 //   published            data/published/training-throughput.json rows with a shipped

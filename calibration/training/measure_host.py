@@ -159,12 +159,13 @@ def case(results, name, fn, args, ctx=None, collective=False, extra=None, **meta
     try:
         with (ctx() if ctx else contextlib.nullcontext()):
             rec.update(timeit(fn, args.target_s, args.reps, collective=collective))
+            grad = torch.is_grad_enabled()  # inside ctx: the mode the case ran in
             if collective:
                 dist.barrier()
         if collective:
             dist.barrier()
         if not getattr(args, "time_only", False):
-            _PENDING.append((rec, fn, ctx, collective, torch.is_grad_enabled(), extra))
+            _PENDING.append((rec, fn, ctx, collective, grad, extra))
     except Exception as e:  # noqa: BLE001 - record and go on
         rec["error"] = "%s: %s" % (type(e).__name__, str(e)[:500])
         rec["traceback"] = traceback.format_exc()[-1500:]
@@ -185,14 +186,17 @@ def profile_pending(args):
     pending, _PENDING = _PENDING, []
     for rec, fn, ctx, collective, grad, extra in pending:
         try:
-            with (ctx() if ctx else contextlib.nullcontext()), torch.set_grad_enabled(grad):
+            # The grad mode first: set_grad_enabled takes effect when constructed, and ctx may
+            # set its own (no_grad cases) inside it.
+            with torch.set_grad_enabled(grad), (ctx() if ctx else contextlib.nullcontext()):
                 rec.update(profile(fn, args.profile_calls))
                 if extra is not None:
                     rec[extra[0]] = extra[1](fn)
-            if collective:
-                dist.barrier()
         except Exception as e:  # noqa: BLE001 - record and go on
             rec["profile_error"] = "%s: %s" % (type(e).__name__, str(e)[:500])
+        finally:
+            if collective:
+                dist.barrier()  # the ranks stay matched case by case, a failed profile included
         if args.rank == 0:
             print("%-46s prof %8.2f us  kernels %5.1f  gpu %8.2f us%s" % (
                 rec["case"], rec.get("profiler_top_op_cpu_per_call_s", float("nan")) * 1e6,

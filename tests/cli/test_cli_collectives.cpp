@@ -179,4 +179,10 @@ TEST_CASE("calibrate fit --launch: its launch figures replace the file's, bad on
   CHECK(r.code == 1);
   CHECK_THAT(r.output, Catch::Contains(bad.string()) && Catch::Contains("/launch/queued_gpu_time_per_launch/median_s") &&
                            Catch::Contains("\"fast\""));
+  // A launch figure written in microseconds where seconds belong.
+  const auto micro = write_temp("launch-micro.json", R"({"launch": {"async_gpu_time_per_launch": {"median_s": 3.4}}})");
+  const auto rm = run("calibrate fit " + data + " --launch " + micro.string());
+  INFO(rm.output);
+  CHECK(rm.code == 1);
+  CHECK_THAT(rm.output, Catch::Contains("/launch/async_gpu_time_per_launch/median_s") && Catch::Contains("3.4"));
 }

@@ -393,7 +393,7 @@ TEST_CASE("serving batch: the same cells with the host's speed probed, fast-host
 }
 
 TEST_CASE("serving batch: measured H200 iteration times against its own calibration", "[serving][accuracy][measured]") {
-  // calibration/data/h200-sxm-141gb/serving-batches-2026-11-28.json: the same 49 cells on one
+  // calibration/data/h200-sxm-141gb/serving-batches-2026-11-28.json: the same 50 cells on one
   // H200 (measure_batches.py, probed and pinned), predicted with the profile fitted to that
   // H200's microbenchmarks, whose inference host rate measure_inference_host.py took right
   // after the table on the same lease; and with the datasheet profile transferred from the
