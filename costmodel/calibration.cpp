@@ -133,7 +133,7 @@ double rank_host_time(const nlohmann::json& cases, std::size_t i, int r, Diagnos
 
 namespace {
 // The launch section of a clustersim-microbench document into mb.
-void read_launch(const nlohmann::json& doc, const std::string& file, Microbenchmarks& mb, Diagnostics& diag) {
+void read_launch(const nlohmann::json& doc, Microbenchmarks& mb, Diagnostics& diag) {
   const nlohmann::json none = nlohmann::json::object();
   const auto& l = doc.is_object() && doc.contains("launch") && doc["launch"].is_object() ? doc["launch"] : none;
   if (doc.is_object() && doc.contains("launch") && !doc["launch"].is_object())
@@ -157,14 +157,13 @@ void read_launch(const nlohmann::json& doc, const std::string& file, Microbenchm
   mb.sync_launch = median("sync_launch_latency");
   mb.launch_submit = median("async_host_submit_per_launch");
   mb.queued_gap = median("queued_gpu_time_per_launch");
-  mb.launch_file = file;
 }
 }  // namespace
 
 void read_launch_section(const std::string& file, Microbenchmarks& into) {
   const auto doc = read_json_file(file);
   Diagnostics diag(file);
-  read_launch(doc, file, into, diag);
+  read_launch(doc, into, diag);
   diag.throw_if_errors();
 }
 
@@ -211,7 +210,7 @@ Microbenchmarks read_microbenchmarks(const std::string& file) {
   } else {
     diag.error("/membound/results", "missing: no memory-bound kernel measurements");
   }
-  read_launch(doc, file, mb, diag);
+  read_launch(doc, mb, diag);
   // Pinned copies reach their rate from tens of MiB; activation offload moves whole
   // layers' activations (hundreds of MiB), so the best rate over the sizes is the one.
   if (doc.contains("memcpy") && doc["memcpy"].contains("results") && doc["memcpy"]["results"].is_array()) {

@@ -51,7 +51,6 @@ struct Microbenchmarks {
   // GPU time per kernel queued behind others with the host ahead (the launch section's
   // queued_gpu_time_per_launch; 0 when the file predates it).
   Seconds queued_gap = 0;
-  std::string launch_file;  // where the launch figures came from
   // Pinned host <-> GPU copies (the memcpy section): the best bandwidth over the copy
   // sizes per direction; 0 when the file has none (the profile keeps its PCIe figure).
   BytesPerSecond pinned_h2d = 0, pinned_d2h = 0;

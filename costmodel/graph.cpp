@@ -242,6 +242,7 @@ void weight_casts(Block& b, const Dims& d) {
   if (tensors == 0) return;
   Op op = cast_op("autocast-weight-casts", Split::column, weights * (4 + d.e));
   op.kernels = tensors;
+  op.role = OpRole::weight_cast;
   b.ops.push_back(op);
 }
 
@@ -720,7 +721,9 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
   Block emb;
   emb.name = "embedding";
   emb.ops.push_back(embedding_lookup(d));
-  emb.ops.push_back(comm("embedding-g", OpKind::tp_exit, d.TH() * d.e));
+  // The lookup's output is in the table's type, the residual stream's (fp32 under autocast,
+  // which leaves embeddings alone): so is its all-reduce over the vocab-parallel ranks.
+  emb.ops.push_back(comm("embedding-g", OpKind::tp_exit, d.TH() * d.r));
   if (d.hf) {
     // LlamaRotaryEmbedding once per forward: the positions times inv_freq (a small fp32
     // GEMM), cat(freqs, freqs), cos and sin, each scaled by attention_scaling and cast to
@@ -784,7 +787,7 @@ ModelGraph transformer_graph(const ModelSpec& m, i64 micro_batch, const GraphSty
     lookup.name = "mtp-word-embedding";
     lookup.tied = true;
     mtp.ops.push_back(lookup);
-    mtp.ops.push_back(comm("mtp-embedding-g", OpKind::tp_exit, d.TH() * d.e));
+    mtp.ops.push_back(comm("mtp-embedding-g", OpKind::tp_exit, d.TH() * d.r));
     norm(mtp.ops, "mtp-hidden-rmsnorm", d, true);
     norm(mtp.ops, "mtp-embedding-rmsnorm", d, true);
     mtp.ops.push_back(comm("mtp-proj-f", OpKind::tp_enter, 2 * d.TH() * d.r));

@@ -35,6 +35,7 @@ enum class OpRole {
   row_reduction,  // statistics per row over the features (norm, softmax, loss): a split of
                   // the features all-reduces them
   saved_marker,   // no work: activations kept for the preceding matmul's backward
+  weight_cast,    // reads and writes its block's weights, not activations: split as they are
 };
 
 // How Megatron tensor parallelism (degree t) shards an op.

@@ -95,24 +95,17 @@ Estimator::BlockCost Estimator::cost_block(const Block& block, const PlanSpec& p
     (ep_comm ? c.ep : c.tp_forward) += comm_f;
     (ep_comm ? c.ep : c.tp_backward) += comm_b;
     c.hardware_flops += 3.0 * o.forward_flops;
-    const OpKernels k = op_kernels(op);
     const int comm_kernels_f = (o.forward_comm.active() ? 1 : 0) + context_kernels(o.context),
               comm_kernels_b = (o.backward_comm.active() ? 1 : 0) + context_kernels(o.context);
     const Seconds cp_f = context_time(o, true);
     c.cp += cp_f + context_time(o, false);
-    c.kernels_forward += k.forward + comm_kernels_f;
-    c.kernels_backward += k.backward + comm_kernels_b;
-    const OpHost extra = op_host_overhead(op, training_.framework, cluster_.gpu.host, plan.tp);
-    c.host_extra_forward += extra.forward;
-    c.host_extra_backward += extra.backward;
-    c.host_optimizer += extra.optimizer;
-    if (op_recomputed(op, requested, is_layer)) {
-      c.host_extra_backward += extra.forward;
+    const bool recomputed = op_recomputed(op, requested, is_layer);
+    c.launches += op_launches(op, comm_kernels_f, comm_kernels_b, recomputed, training_.framework, cluster_.gpu.host, plan.tp);
+    if (recomputed) {
       c.recompute += o.forward;
       (ep_comm ? c.ep : c.tp_recompute) += comm_f;
       c.cp += cp_f;
       c.hardware_flops += o.forward_flops;
-      c.kernels_backward += k.forward + comm_kernels_f;
     }
     saved_all += o.saved;
     if (op.core_attention) saved_core += o.saved;
@@ -223,16 +216,11 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
 
     Bytes saved = 0, working = 0, largest_params = 0, largest_fp8_params = 0, largest_gathered = -1;
     double expert_params = 0, fp8_params = 0, expert_fp8_params = 0;
-    double kernels_f = 0, kernels_b = 0;
-    Seconds extra_f = 0, extra_b = 0;
+    StageLaunches launches;
     for (int b : blocks) {
       const BlockCost& c = costs[static_cast<std::size_t>(b)];
       for (double w : c.weight_params) st.grad_accumulation += autograd_grad_accumulation(km, w, m, rules_);
-      kernels_f += c.kernels_forward;
-      kernels_b += c.kernels_backward;
-      extra_f += c.host_extra_forward;
-      extra_b += c.host_extra_backward;
-      st.host_optimizer += c.host_optimizer;
+      launches += c.launches;
       st.forward += c.forward;
       st.backward += c.backward;
       st.weight_grad += c.weight_grad;
@@ -284,10 +272,10 @@ Prediction Estimator::estimate(const PlanSpec& plan, i64 micro_batch, Recompute 
       st.grad_accumulation -= autograd_grad_accumulation(km, g.tied_params / double(t), m, rules_);
     }
     st.p2p = p2p;
-    const Seconds per_kernel = host_per_kernel(training_.framework, cluster_.gpu.host);
-    const Seconds hooks = double(st.layers) * host_hooks_per_layer(training_.framework, cluster_.gpu.host, ranks);
-    st.host_forward = kernels_f * per_kernel + extra_f + hooks / 2;
-    st.host = st.host_forward + kernels_b * per_kernel + extra_b + hooks / 2;
+    const StageHost host = stage_host(launches, st.layers, training_.framework, cluster_.gpu.host, ranks);
+    st.host_forward = host.forward;
+    st.host = host.total;
+    st.host_optimizer = launches.optimizer;
 
     // Memory of this stage.
     const double P = st.params_per_gpu;

@@ -15,6 +15,7 @@
 #include "costmodel/graph.hpp"
 #include "costmodel/precision.hpp"
 #include "strategies/prediction.hpp"
+#include "strategies/rules.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace clustersim {
@@ -44,9 +45,7 @@ class Estimator {
     double fp8_params = 0;     // of them, those Transformer Engine casts to fp8 (graph.hpp fp8_cast_params)
     double expert_fp8_params = 0;  // of those, the experts'
     double hardware_flops = 0;  // this GPU's FLOPs, forward + backward + recompute
-    double kernels_forward = 0, kernels_backward = 0;  // kernels launched (backward: with recompute)
-    Seconds host_extra_forward = 0, host_extra_backward = 0;  // host time beyond the kernels (op_host_overhead)
-    Seconds host_optimizer = 0;  // host time its parameters add to the optimizer step (op_host_overhead)
+    StageLaunches launches;  // its ops' kernels and host extras (rules.hpp op_launches)
     std::vector<double> weight_params;  // per op with parameters, those on this GPU
   };
 

@@ -446,6 +446,37 @@ Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, i64 
   }
 }
 
+StageLaunches& StageLaunches::operator+=(const StageLaunches& o) {
+  kernels_forward += o.kernels_forward;
+  kernels_backward += o.kernels_backward;
+  extra_forward += o.extra_forward;
+  extra_backward += o.extra_backward;
+  optimizer += o.optimizer;
+  return *this;
+}
+
+StageLaunches op_launches(const Op& op, int comm_forward, int comm_backward, bool recomputed, const FrameworkSpec& f,
+                          const HostDispatch& h, i64 tp) {
+  const OpKernels k = op_kernels(op);
+  const OpHost extra = op_host_overhead(op, f, h, tp);
+  StageLaunches l;
+  l.kernels_forward = k.forward + comm_forward;
+  l.kernels_backward = k.backward + comm_backward + (recomputed ? k.forward + comm_forward : 0);
+  l.extra_forward = extra.forward;
+  l.extra_backward = extra.backward + (recomputed ? extra.forward : 0.0);
+  l.optimizer = extra.optimizer;
+  return l;
+}
+
+StageHost stage_host(const StageLaunches& l, int layers, const FrameworkSpec& f, const HostDispatch& h, i64 ranks) {
+  const Seconds per_kernel = host_per_kernel(f, h);
+  const Seconds hooks = double(layers) * host_hooks_per_layer(f, h, ranks);
+  StageHost s;
+  s.forward = l.kernels_forward * per_kernel + l.extra_forward + hooks / 2;
+  s.total = s.forward + l.kernels_backward * per_kernel + l.extra_backward + hooks / 2;
+  return s;
+}
+
 namespace {
 // After the last micro-batch: each stage's gradient sync, the wait for its host to prepare
 // the optimizer step, and the step; the iteration ends with the longest of them (the first

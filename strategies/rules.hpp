@@ -540,6 +540,26 @@ Seconds optimizer_host_wait(Seconds host_lead, Seconds sync, Seconds host_optimi
 // Framework hooks per repeated layer and micro-batch (forward + backward): DDP's
 // autograd hooks (dp > 1), FSDP's pre/post hooks of each wrapped layer.
 Seconds host_hooks_per_layer(const FrameworkSpec& f, const HostDispatch& h, std::int64_t dp);
+// A stage's launches per micro-batch, summed over its ops: kernels (op_kernels, one per
+// active collective; a recomputed op's forward kernels again in backward) and the ops'
+// extra host time (op_host_overhead; a recomputed op's forward extra again in backward).
+struct StageLaunches {
+  double kernels_forward = 0, kernels_backward = 0;
+  Seconds extra_forward = 0, extra_backward = 0;
+  Seconds optimizer = 0;  // op_host_overhead's per-iteration part
+  StageLaunches& operator+=(const StageLaunches& o);
+};
+// One op's share: its kernels with `comm_forward` / `comm_backward` collective kernels,
+// recomputed or not, and its op_host_overhead at tensor-parallel degree `tp`.
+StageLaunches op_launches(const Op& op, int comm_forward, int comm_backward, bool recomputed, const FrameworkSpec& f,
+                          const HostDispatch& h, std::int64_t tp);
+// The stage's host time per micro-batch (StagePrediction::host, of which host_forward): the
+// kernels at host_per_kernel, the extras, and `layers` x host_hooks_per_layer (over `ranks`
+// gradient ranks), half in each pass. The estimator and the search both take it from here.
+struct StageHost {
+  Seconds forward = 0, total = 0;
+};
+StageHost stage_host(const StageLaunches& l, int layers, const FrameworkSpec& f, const HostDispatch& h, std::int64_t ranks);
 
 // ---------------------------------------------------------------------------------------
 // Ranks and groups.

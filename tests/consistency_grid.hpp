@@ -134,13 +134,20 @@ inline std::vector<GridRow> consistency_grid(int every = 1) {
           }
       }
   // Plain PyTorch under autocast, four micro-batches, the GPT's embedding tied: autograd
-  // accumulates the gradients (rules.hpp autograd_grad_accumulation), the tied one once.
-  // (Not under tp > 1: the search prices plain PyTorch's hand-written tensor parallelism's
-  // forward, backward and tp collectives differently from the estimator, 0.4 % on gpt tp 2.)
-  for (const auto& [dp, tp, pp] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {1, 1, 2}}) {
+  // accumulates the gradients (rules.hpp autograd_grad_accumulation), the tied one once;
+  // under tp its weights cast per shard, its input gradients and its embedding's output
+  // all-reduced in fp32. DTensor (pytorch-tp) adds its modules' host costs, and its small
+  // layers leave the GPU waiting on the host: the search's stages must carry the host time.
+  for (const auto& [dp, tp, pp] :
+       {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1, 1, 1}, {1, 1, 2}, {1, 2, 1}, {1, 2, 2}}) {
     if (n++ % every != 0) continue;
     rows.push_back({"gpt dp1 tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " 1f1b pytorch amp-bf16",
                     grid_scenario("gpt", dp, tp, pp, "1f1b", 0, "none", "pytorch")});
+  }
+  for (const char* family : {"gpt", "llama"}) {
+    if (n++ % every != 0) continue;
+    rows.push_back({std::string(family) + " dp1 tp2 pp1 1f1b pytorch-tp amp-bf16",
+                    grid_scenario(family, 1, 2, 1, "1f1b", 0, "none", "pytorch-tp")});
   }
   return rows;
 }

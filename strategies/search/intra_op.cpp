@@ -238,6 +238,7 @@ StageCosts& StageCosts::operator+=(const StageCosts& o) {
   zero3_gather += o.zero3_gather;
   dp_sync += o.dp_sync;
   optimizer += o.optimizer;
+  launches += o.launches;
   return *this;
 }
 

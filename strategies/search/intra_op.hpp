@@ -65,6 +65,7 @@ struct IntraOpProblem {
   // only (the full space offers every useful level). Out of range: std::invalid_argument.
   int zero = 0;
   Recompute recompute = Recompute::none;  // the scenario's; applies to the repeated layers
+  FrameworkSpec framework;                // whose host launches the ops (rules.hpp op_launches)
 };
 
 struct OpDecision {
@@ -80,6 +81,10 @@ struct StageCosts {
   Seconds dp_sync = 0;       // per iteration: gradient reduction, ZeRO-1/2 weight gather,
                              // tied-embedding gradient all-reduce
   Seconds optimizer = 0;     // per iteration
+  // The host's launches (rules.hpp op_launches): not in the ILP's objective (host-bound
+  // time is a max over the whole stage, not a sum over ops); predict_plan applies them
+  // with the estimator's rules (stage_host, host_bound_time).
+  StageLaunches launches;
   Seconds per_micro_batch() const { return forward + backward + recompute + comm + ep_comm + zero3_gather; }
   Seconds per_iteration() const { return dp_sync + optimizer; }
   // What the search minimises per micro-batch (Alpa's stage latency): the per-iteration

@@ -46,7 +46,8 @@ LoweredStage lower_stage(const IntraOpProblem& p) {
     const bool is_layer = contains(g.layers, bi);
     st.blocks.push_back({&b, block_recompute(p.recompute, is_layer), -1});
     const int block_input = last;
-    int last_residual = -1;
+    int last_residual = -1, last_weight_matmul = -1;
+    const Op* entry = nullptr;  // a tp_enter not yet given to the weight matmul it precedes
     for (const Op& op : b.ops) {
       SNode n;
       n.op = &op;
@@ -61,11 +62,18 @@ LoweredStage lower_stage(const IntraOpProblem& p) {
       }
       if (tied_embedding(g, op)) n.tied_sync = !stage_projection;
       switch (op.kind) {
-        case OpKind::tp_enter:
-        case OpKind::tp_exit: continue;  // Megatron's markers; the search places its own collectives
+        case OpKind::tp_enter:  // Megatron's markers; the search places its own collectives
+          entry = &op;
+          continue;
+        case OpKind::tp_exit:
+          if (last_weight_matmul >= 0 && !nodes[std::size_t(last_weight_matmul)].exit)
+            nodes[std::size_t(last_weight_matmul)].exit = &op;
+          continue;
         case OpKind::matmul:
           if (op.weight) {
             n.kind = NodeKind::matmul;
+            n.entry = entry;
+            entry = nullptr;
             n.in = {op.batch > 1 ? op.batch : op.batch * op.m, op.k, double(op.batch) * op.m * op.k * e};
             n.out = {op.batch > 1 ? op.batch : op.batch * op.m, op.n, double(op.batch) * op.m * op.n * e};
           } else {
@@ -96,6 +104,15 @@ LoweredStage lower_stage(const IntraOpProblem& p) {
             continue;
           }
           n.kind = NodeKind::elementwise;
+          if (op.role == OpRole::weight_cast && last_weight_matmul >= 0) {
+            // Not on the activations' path: the next op's input is still `last`.
+            n.follows = true;
+            n.weight_cast = true;
+            n.pred = last_weight_matmul;
+            n.out = n.in = nodes[std::size_t(last_weight_matmul)].out;
+            nodes.push_back(std::move(n));
+            continue;
+          }
           n.follows = last >= 0;
           if (last >= 0) {
             n.out = nodes[std::size_t(last)].out;
@@ -111,7 +128,7 @@ LoweredStage lower_stage(const IntraOpProblem& p) {
           }
           break;
       }
-      if (n.kind == NodeKind::matmul) last_matmul = int(nodes.size());
+      if (n.kind == NodeKind::matmul) last_matmul = last_weight_matmul = int(nodes.size());
       last = int(nodes.size());
       st.blocks.back().last_node = last;
       nodes.push_back(std::move(n));

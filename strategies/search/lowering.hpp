@@ -47,6 +47,15 @@ struct SNode {
   int block = 0;            // position in IntraOpProblem::blocks
   bool recomputed = false;  // rules::op_recomputed: its forward runs again before backward
   bool core = false;        // core attention (dropped from the kept activations by selective recompute)
+  // A weight matmul's Megatron markers in the graph (tp_enter before it, tp_exit after it):
+  // the search places its own collectives, but takes their bytes (entry: the input
+  // gradient's all-reduce, in the input's type before autocast casts it) and their host
+  // costs (DTensor's parallel styles, rules.hpp op_host_overhead) from them.
+  const Op* entry = nullptr;
+  const Op* exit = nullptr;
+  // Autocast's weight casts (OpRole::weight_cast): they follow the block's last weight
+  // matmul and are split as its weight is, not as the activations.
+  bool weight_cast = false;
 };
 
 struct BlockInfo {

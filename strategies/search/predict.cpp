@@ -58,6 +58,10 @@ Prediction predict_plan(const Scenario& s, const SearchPlan& plan) {
     if (plan.stages.size() > 1) sp.p2p = stage_p2p(c, st, activation, s.training.framework.name);
     sp.dp_exposed = st.costs.dp_sync;
     sp.optimizer = st.costs.optimizer;
+    const StageHost host = stage_host(st.costs.launches, sp.layers, s.training.framework, c.gpu.host, st.mesh0);
+    sp.host_forward = host.forward;
+    sp.host = host.total;
+    sp.host_optimizer = st.costs.launches.optimizer;
     sp.params_per_gpu = st.params;
     sp.memory = st.memory_breakdown;
     flops_per_mb += st.hardware_flops * double(st.submesh.devices());

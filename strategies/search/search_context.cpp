@@ -74,6 +74,7 @@ IntraOpProblem SearchContext::problem(const ModelGraph& g, std::vector<int> bloc
   p.space = space;
   p.zero = space == StrategySpace::megatron ? zero : 0;
   p.recompute = recompute.value_or(s_.training.recompute);
+  p.framework = s_.training.framework;
   return p;
 }
 

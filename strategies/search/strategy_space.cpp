@@ -141,7 +141,8 @@ class Enumerator {
     auto same_offset = [&](int a, int b) { return (a < 0 && b < 0) || (a >= 0 && b >= 0 && u - a == v - b); };
     if (m.op != n.op || m.kind != n.kind || m.follows != n.follows || !same_tensor(m.in, n.in) || !same_tensor(m.out, n.out) ||
         !same_offset(m.pred, n.pred) || !same_offset(m.skip, n.skip) || m.tied != n.tied || m.tied_sync != n.tied_sync ||
-        m.recomputed != n.recomputed || m.core != n.core || m.markers.size() != n.markers.size())
+        m.recomputed != n.recomputed || m.core != n.core || m.entry != n.entry || m.exit != n.exit ||
+        m.weight_cast != n.weight_cast || m.markers.size() != n.markers.size())
       return -1;
     for (std::size_t i = 0; i < n.markers.size(); ++i)
       if (m.markers[i].op != n.markers[i].op || m.markers[i].output != n.markers[i].output) return -1;
@@ -251,6 +252,16 @@ class Enumerator {
   void finish(int v, Strategy s, Seconds forward_comm, Seconds forward_ep, double params, const Axes& sync, int zero = -1) {
     const SNode& n = st_.nodes[std::size_t(v)];
     s.flops = 3.0 * s.forward_flops + (n.recomputed ? s.forward_flops : 0.0);
+    // The host's launches: the op's kernels and collectives; DTensor's module costs where
+    // the op (a linear with its markers, or the loss) is split over a tensor-parallel axis.
+    {
+      const HostDispatch& h = c_.gpu.host;
+      const bool matmul = n.kind == NodeKind::matmul;
+      const i64 tp = matmul ? shards(m_, s.assign, Dim::cols) * shards(m_, s.assign, Dim::contract) : shards(m_, s.assign, Dim::cols);
+      s.cost.launches = op_launches(*n.op, s.comm_forward, s.comm_backward, n.recomputed, p_.framework, h, tp);
+      for (const Op* marker : {n.entry, n.exit})
+        if (marker) s.cost.launches += op_launches(*marker, 0, 0, n.recomputed, p_.framework, h, tp);
+    }
     if (n.recomputed) {
       s.cost.recompute = s.cost.forward;
       s.cost.comm += forward_comm;
@@ -324,15 +335,25 @@ class Enumerator {
       s.cost.backward = w.backward;
       s.forward_flops = w.forward_flops;
       const i64 b = expert_split ? op.batch / rs : op.batch, m = expert_split ? op.m : op.m / rs;
-      const double out_bytes = double(b) * m * (op.n / ns) * e, in_bytes = double(b) * m * (op.k / ks) * e;
+      // The partial output and the input's gradient, each all-reduced where it is split,
+      // in the type of the graph's marker where it has one: a column-parallel linear's
+      // input is the norm's output, fp32 under autocast, which casts it inside the matmul.
+      const double whole_in = double(op.batch) * op.m * op.k * e, whole_out = double(op.batch) * op.m * op.n * e;
+      const double in_type = n.entry && whole_in > 0 ? n.entry->comm_bytes / whole_in : 1.0;
+      const double out_type = n.exit && whole_out > 0 ? n.exit->comm_bytes / whole_out : 1.0;
+      const double out_bytes = double(b) * m * (op.n / ns) * e * out_type, in_bytes = double(b) * m * (op.k / ks) * e * in_type;
       Seconds forward_comm = 0;
       std::string comm;
       for (int a = 0; a < 2; ++a) {
         if (on[std::size_t(a)] == Dim::contract) {
           forward_comm += coll(c_, m_, a, Collective::all_reduce, out_bytes);
+          ++s.comm_forward;
           comm += fmt::format(" (all-reduce @ {})", a);
         }
-        if (on[std::size_t(a)] == Dim::cols) s.cost.comm += coll(c_, m_, a, Collective::all_reduce, in_bytes);
+        if (on[std::size_t(a)] == Dim::cols) {
+          s.cost.comm += coll(c_, m_, a, Collective::all_reduce, in_bytes);
+          ++s.comm_backward;
+        }
       }
       s.cost.comm += forward_comm;
       s.saved = w.saved + marker_saved(n, rs, ks, ns);
@@ -374,6 +395,7 @@ class Enumerator {
       for (int a = 0; a < 2; ++a)
         if (on[std::size_t(a)] == Dim::contract) {
           forward_comm += coll(c_, m_, a, Collective::all_reduce, n.out.bytes / double(rs * cs));
+          ++s.comm_forward;
           comm += fmt::format(" (all-reduce @ {})", a);
         }
       s.cost.comm = forward_comm;
@@ -425,6 +447,8 @@ class Enumerator {
             forward_ep += coll(c_, m_, a, Collective::all_to_all,
                                op.comm_bytes / double(rs * cs) *
                                    expert_all_to_all_share(p_.top_k, p_.max_nodes_per_token, m_.axes[std::size_t(a)].group.nodes()));
+            ++s.comm_forward;
+            ++s.comm_backward;
             comm += fmt::format(" (all-to-all @ {})", a);
           }
         s.cost.ep_comm = 2 * forward_ep;
@@ -456,6 +480,8 @@ class Enumerator {
       for (int a = 0; a < 2; ++a)
         if (on[std::size_t(a)] == Dim::cols) {
           forward_comm += coll(c_, m_, a, Collective::all_reduce, stats);
+          ++s.comm_forward;
+          ++s.comm_backward;
           comm += fmt::format(" (all-reduce @ {})", a);
         }
     }
@@ -469,13 +495,20 @@ class Enumerator {
 
   void follow(int v) {
     const std::vector<Strategy>& lead = *out_[std::size_t(st_.leader(v))];
+    const bool weights = st_.nodes[std::size_t(v)].weight_cast;
     for (const auto& l : lead) {
       Strategy s;
       s.out = l.out;
       s.in = l.out;
       s.assign = l.out.on;
       s.kind = "follow";
-      elementwise(v, l.out.on, std::move(s), l.zero);
+      // Autocast's weight casts: split where the leader's weight is (its n or k), not
+      // where its activations are.
+      Axes on = l.out.on;
+      if (weights)
+        for (int a = 0; a < 2; ++a)
+          on[std::size_t(a)] = l.assign[std::size_t(a)] == Dim::cols || l.assign[std::size_t(a)] == Dim::contract ? Dim::cols : Dim::none;
+      elementwise(v, on, std::move(s), l.zero);
     }
   }
 

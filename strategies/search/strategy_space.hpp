@@ -51,6 +51,8 @@ struct Strategy {
   double forward_flops = 0;  // op_work's, on this device
   double flops = 0;          // hardware FLOPs per micro-batch: forward, backward (2x), recompute
   int zero = 0;  // weight-update sharding over the data axes (ZeRO level), 0: plain
+  // Collectives it issues per micro-batch (one kernel launch each), forward and backward.
+  int comm_forward = 0, comm_backward = 0;
   std::string name, kind;
 };
 

@@ -46,14 +46,32 @@ TEST_CASE("consistency: estimator and search cost the same manual plans alike", 
       CHECK(b.params_per_gpu == Approx(a.params_per_gpu).epsilon(1e-12));
       CHECK(b.first_layer == a.first_layer);
       CHECK(b.layers == a.layers);
-      CHECK(b.forward == Approx(a.forward).epsilon(1e-9));
-      CHECK(b.backward == Approx(a.backward).epsilon(1e-9));
+      // DTensor's separate q, k and v projections each read the norm's output, but the
+      // search lowers a block as a chain: k's and v's functional-collective copies and the
+      // projections' input casts land on the previous projection's column-split output, so
+      // the search prices them at 1/tp (its compute 2-5 % lower here; the iteration is
+      // host-bound, and agrees within kSearchTolerance).
+      const double compute = s.training.framework.name == Framework::pytorch_tp ? 0.06 : 1e-9;
+      CHECK(b.forward == Approx(a.forward).epsilon(compute));
+      CHECK(b.backward == Approx(a.backward).epsilon(compute));
       CHECK(b.recompute == Approx(a.recompute).epsilon(1e-9).margin(1e-15));
       CHECK(b.p2p == Approx(a.p2p).epsilon(1e-9).margin(1e-15));
+      // The host's launches: the same kernels and framework costs, but for the search's
+      // row statistics of a vocabulary-parallel loss (one collective kernel each way, above)
+      // and, under MLA, the collectives of its second branch (kSearchMlaTolerance).
+      const Seconds kernel = host_per_kernel(s.training.framework, est.cluster().gpu.host);
+      CHECK(b.host_optimizer == Approx(a.host_optimizer).epsilon(1e-9).margin(1e-15));
+      CHECK(b.host_forward - a.host_forward >= -1e-12);
+      CHECK(b.host - a.host >= -1e-12);
+      if (!s.model.mla) {
+        CHECK(b.host_forward - a.host_forward <= kernel + 1e-12);
+        CHECK(b.host - a.host <= 2 * kernel + 1e-12);
+      }
       if (!moe_dp) CHECK(b.optimizer == Approx(a.optimizer).epsilon(1e-9));
       CHECK(b.tp_comm >= a.tp_comm * (1 - 1e-9));
       if (!moe_dp && additive) CHECK(b.dp_exposed + b.zero3_gather >= (a.dp_exposed + a.zero3_gather) * (1 - 1e-9));
     }
+    CHECK(p.breakdown.host_bound == Approx(e.breakdown.host_bound).epsilon(0.02).margin(1e-12));
     CHECK(std::fabs(p.memory_per_gpu - e.memory_per_gpu) < 1.0);
     CHECK(p.fits == e.fits);
     CHECK(p.hardware_flops == Approx(e.hardware_flops).epsilon(1e-9));
