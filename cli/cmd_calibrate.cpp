@@ -38,6 +38,7 @@ struct FitCommand {
   std::vector<std::string> dtensor_optimizer_files;  // DTensor optimizer steps (measure_dtensor_params.py)
   std::vector<std::string> dtensor_loss_files;  // DTensor loss_parallel (measure_dtensor_params.py --loss-only)
   std::vector<std::string> inference_host_files;  // eager inference forward (measure_inference_host.py)
+  std::string gemm_launches_file;                 // kernels per linear (measure_gemm_launches.py)
   std::string overlap_file;  // overlap interference (calibration/nccl's overlap benchmark)
   std::vector<std::string> nccl_files;
   std::string db, hardware;  // fit from samples stored by `calibrate import`
@@ -173,6 +174,11 @@ int fit(const FitCommand& c) {
     for (const auto& f : c.inference_host_files) files += (files.empty() ? "" : ", ") + f;
     fitted.sources.push_back("eager inference forward host cost of transformers' Llama "
                              "(calibration/serving/measure_inference_host.py): " + files);
+  }
+  if (!c.gemm_launches_file.empty()) {
+    fitted.calibration.gemm_launches = read_gemm_launches(c.gemm_launches_file);
+    fitted.sources.push_back("kernels per 16-bit linear (cuBLAS's split-K reductions and memsets) measured by "
+                             "calibration/serving/measure_gemm_launches.py: " + c.gemm_launches_file);
   }
   if (!c.overlap_file.empty()) {
     fitted.interference = fit_overlap_interference(c.overlap_file);
@@ -335,6 +341,9 @@ const Registration calibrate_command{
       f->add_option("--dtensor-loss", c->dtensor_loss_files,
                     "the loss_parallel cross entropy against the plain one (clustersim-host-dispatch JSON of "
                     "measure_dtensor_params.py --loss-only; repeat for each run); needs --host");
+      f->add_option("--gemm-launches", c->gemm_launches_file,
+                    "kernels one bf16 linear launches over a grid of shapes (clustersim-gemm-launches JSON, "
+                    "calibration/serving/measure_gemm_launches.py)");
       f->add_option("--inference-host", c->inference_host_files,
                     "eager inference forwards of transformers' Llama with 2 and 6 layers (clustersim-inference-host "
                     "JSON, measure_inference_host.py; repeat for each run); needs --host");

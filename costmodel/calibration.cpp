@@ -679,6 +679,33 @@ InferenceHost fit_inference_host(const std::vector<std::string>& files) {
   return {median_of(per_kernel), median_of(forward)};
 }
 
+GemmLaunches read_gemm_launches(const std::string& file) {
+  const auto doc = read_json_file(file);
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "clustersim-gemm-launches/1")
+    throw InputError(file, "/format", "expected \"clustersim-gemm-launches/1\"");
+  if (!doc.contains("points") || !doc["points"].is_array() || doc["points"].empty())
+    throw InputError(file, "/points", "expected a non-empty array of [M, N, K, kernels per call]");
+  Diagnostics diag(file);
+  GemmLaunches g;
+  g.source = file;
+  const auto& pts = doc["points"];
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    const auto& q = pts[i];
+    bool ok = q.is_array() && q.size() == 4;
+    for (std::size_t j = 0; ok && j < 4; ++j) ok = q[j].is_number() && q[j].get<double>() > 0 && std::isfinite(q[j].get<double>());
+    if (ok) ok = q[3].get<double>() >= 1;
+    if (!ok) {
+      diag.error(json_path("/points", i), fmt::format("expected [M, N, K, kernels] of positive numbers, kernels >= 1, got {}",
+                                                      q.dump()));
+      continue;
+    }
+    g.points.push_back({std::log2(q[0].get<double>()), std::log2(q[1].get<double>()), std::log2(q[2].get<double>()),
+                        q[3].get<double>()});
+  }
+  diag.throw_if_errors();
+  return g;
+}
+
 Seconds fit_dtensor_bias(const std::string& file, Seconds eager_per_kernel) {
   const nlohmann::json doc = read_json_file(file);
   Diagnostics diag(file);

@@ -137,6 +137,11 @@ struct InferenceHost {
 };
 InferenceHost fit_inference_host(const std::vector<std::string>& files);
 
+// The kernels per 16-bit linear over a grid of shapes (GemmLaunches) from a
+// clustersim-gemm-launches file (calibration/serving/measure_gemm_launches.py); a bad point
+// is an InputError naming the file, its JSON path and the value.
+GemmLaunches read_gemm_launches(const std::string& file);
+
 // What a bias adds to a DTensor parallel-style module on the host (HostDispatch::
 // dtensor_bias), from a clustersim-dtensor-bias JSON file: host-bound DTensor GPT steps
 // with and without biases, (median with - median without) / (layers x biased modules per

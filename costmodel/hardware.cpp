@@ -284,7 +284,28 @@ GpuProfile parse_gpu_profile(const nlohmann::json& doc, Diagnostics& diag) {
     }
   }
   if (const auto* cal = r.object("calibration", false)) {
-    ObjectReader cr(*cal, "/calibration", diag, {"source", "provenance", "gemm", "attention", "attention_cudnn"});
+    ObjectReader cr(*cal, "/calibration", diag, {"source", "provenance", "gemm", "attention", "attention_cudnn", "gemm_launches"});
+    if (const auto* gl = cr.object("gemm_launches", false)) {
+      ObjectReader lr(*gl, "/calibration/gemm_launches", diag, {"source", "points"});
+      p.calibration.gemm_launches.source = lr.string("source").value_or("");
+      const auto* pts = lr.get("points");
+      if (!pts || !pts->is_array()) {
+        diag.error("/calibration/gemm_launches/points", "expected an array of [M, N, K, kernels]");
+      } else {
+        for (std::size_t i = 0; i < pts->size(); ++i) {
+          const auto& q = (*pts)[i];
+          bool ok = q.is_array() && q.size() == 4;
+          for (std::size_t j = 0; ok && j < 4; ++j) ok = q[j].is_number() && q[j].get<double>() >= (j == 3 ? 1.0 : 0.0) && q[j].get<double>() > 0;
+          if (!ok) {
+            diag.error(json_path("/calibration/gemm_launches/points", i),
+                       fmt::format("expected [M, N, K, kernels] of positive numbers, kernels >= 1, got {}", describe(q)));
+            continue;
+          }
+          p.calibration.gemm_launches.points.push_back(
+              {std::log2(q[0].get<double>()), std::log2(q[1].get<double>()), std::log2(q[2].get<double>()), q[3].get<double>()});
+        }
+      }
+    }
     for (const char* key : {"attention", "attention_cudnn"})
       if (const auto* att = cr.object(key, false))
         parse_attention_calibration(*att, std::string("/calibration/") + key,
@@ -441,6 +462,12 @@ nlohmann::json to_json(const GpuProfile& p) {
     for (const auto& [key, a] : {std::pair<const char*, const AttentionCalibration&>{"attention", p.calibration.attention},
                                  {"attention_cudnn", p.calibration.attention_cudnn}})
       if (a.calibrated()) doc["calibration"][key] = attention_calibration_json(a);
+    if (const auto& gl = p.calibration.gemm_launches; !gl.points.empty()) {
+      json pts = json::array();
+      for (const auto& pt : gl.points)
+        pts.push_back({std::round(std::exp2(pt.log_m)), std::round(std::exp2(pt.log_n)), std::round(std::exp2(pt.log_k)), pt.kernels});
+      doc["calibration"]["gemm_launches"] = {{"source", gl.source}, {"points", pts}};
+    }
   }
   if (p.interference.present())
     doc["overlap_interference"] = {
@@ -546,5 +573,20 @@ std::optional<GpuProfile> load_gpu_profile(const std::string& name_or_path, int 
 }  // namespace
 
 std::optional<GpuProfile> find_gpu_profile(const std::string& name_or_path) { return load_gpu_profile(name_or_path, 0); }
+
+double GemmLaunches::per_call(double m, double n, double k) const {
+  if (points.empty() || !(m > 0) || !(n > 0) || !(k > 0)) return 1.0;
+  const double lm = std::log2(m), ln = std::log2(n), lk = std::log2(k);
+  const Point* best = nullptr;
+  double best_d = 0;
+  for (const Point& p : points) {
+    const double d = (p.log_m - lm) * (p.log_m - lm) + (p.log_n - ln) * (p.log_n - ln) + (p.log_k - lk) * (p.log_k - lk);
+    if (!best || d < best_d) {
+      best = &p;
+      best_d = d;
+    }
+  }
+  return best->kernels;
+}
 
 }  // namespace clustersim

@@ -104,12 +104,28 @@ struct AttentionCalibration {
 enum class AttentionKernel { flash2, cudnn };
 std::string_view to_string(AttentionKernel);
 
+// Kernels one 16-bit linear (a GEMM without bias, as PyTorch calls cuBLAS) launches: the
+// GEMM, and where cuBLAS's heuristic picks them a split-K reduction or a memset, measured
+// over a grid of shapes (calibration/serving/measure_gemm_launches.py). The host pays for
+// every launch. Empty: one a call.
+struct GemmLaunches {
+  struct Point {
+    double log_m, log_n, log_k;  // log2 of tokens, outputs, inputs
+    double kernels;              // per call
+  };
+  std::vector<Point> points;
+  std::string source;
+  // At the measured point nearest in (log2 M, log2 N, log2 K); the first of equals.
+  double per_call(double m, double n, double k) const;
+};
+
 struct Calibration {
   std::string source;          // the microbenchmark file the fit used
   nlohmann::json provenance;   // GPU, driver, CUDA, date, as the benchmark recorded them
   std::array<GemmCalibration, 5> gemm;  // indexed by DType
   AttentionCalibration attention;        // FlashAttention-2 (and what the kernel model uses)
   AttentionCalibration attention_cudnn;  // cuDNN's fused attention; not calibrated: none measured
+  GemmLaunches gemm_launches;
   bool present() const { return !source.empty(); }
 };
 

@@ -450,8 +450,9 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
     const bool masked = r.mask > 0;
     const int attn_kernels = (b.decodes > 0 ? 1 : 0) + (b.prefills.empty() ? 0 : 1) + cache_kernels() +
                              (expands_kv(b) ? 2 : 0) + (masked ? kSdpaMaskKernels : 0);
-    const double kernels =
-        L * double(kernels_per_layer_ + attn_kernels) + kernels_outside_ + (masked ? kMaskBuildKernels : 0);
+    const double kernels = L * double(kernels_per_layer_ + attn_kernels + gemm_extra_launches(unit_.blocks[1], T)) +
+                           kernels_outside_ + gemm_extra_launches(unit_.blocks[2], rows) +
+                           (masked ? kMaskBuildKernels : 0);
     host_forward = kernels * eager_inference_per_kernel(cluster_.gpu.host);
     if (engine_.kernels == EngineKernels::transformers) host_forward += cluster_.gpu.host.inference_forward;
   }
@@ -502,6 +503,21 @@ BatchTime BatchTimeModel::time(const BatchShape& b, bool graph_cached, Seconds l
   r.overhead = engine_.iteration_overhead;
   r.total = finish_with_gpu(r, r.gpu);
   return r;
+}
+
+double BatchTimeModel::gemm_extra_launches(const Block& block, i64 rows) const {
+  // Each linear on this GPU's shard at the batch's rows, as cuBLAS runs it: its launches
+  // beyond the GEMM itself (GemmLaunches: a split-K reduction, a memset), measured per shape.
+  const GemmLaunches& g = cluster_.gpu.calibration.gemm_launches;
+  if (g.points.empty()) return 0;
+  const ShardingContext ctx{tp_, 1, false, DType::bf16, DType::bf16};
+  double extra = 0;
+  for (const Op& op : block.ops) {
+    if (op.kind != OpKind::matmul || !op.weight || !token_wise(op)) continue;
+    const OpShards sh = megatron_shards(op, ctx);
+    extra += g.per_call(double(rows) * double(op.m), double(op.n) / double(sh.cols), double(op.k) / double(sh.contract)) - 1;
+  }
+  return extra;
 }
 
 std::vector<TpCollective> BatchTimeModel::tp_collectives(const BatchShape& b) const {

@@ -212,6 +212,9 @@ class BatchTimeModel {
 
  private:
   int cache_kernels() const;
+  // cuBLAS's launches beyond one per linear (GemmLaunches) over a block's linears at `rows`
+  // tokens: the host launches them too.
+  double gemm_extra_launches(const Block& block, std::int64_t rows) const;
   Seconds packed_attention_layer(const BatchShape& b, double kv_token, double q_token, double read_token) const;
   Seconds measured_packed_attention_layer(double q, double kv_total, double kv_token, double q_token,
                                           double read_token) const;

@@ -133,6 +133,7 @@ TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[
   // the DTensor optimizer and loss_parallel host costs measured on two H200s, the DTensor
   // bias's measured on H100s carried to the H200 host's eager rate,
   // the launch figures of a later lease (kernels queued behind a spin: the kernel overhead),
+  // the kernels per linear of another (cuBLAS's split-K reductions and memsets),
   // and NCCL from the H200's two GPUs with the H100's four (the same NV18 NVLink 4 fabric).
   const fs::path out = clustersim::test::temp_dir() / "clustersim-test-h200-regenerated.json";
   const std::string d = "calibration/data/h200-sxm-141gb/", h = "calibration/data/h100-sxm5-80gb/";
@@ -141,7 +142,7 @@ TEST_CASE("the regenerate line makes the shipped H200 profile byte for byte", "[
                      " --host " + d + "host-dispatch-2026-11-28.json --dtensor-bias " + h + "dtensor-bias-2026-11-27.json" +
                      " --dtensor-optimizer " + d + "dtensor-params-2026-11-28.json --dtensor-loss " + d +
                      "dtensor-loss-2026-11-28.json --inference-host " + d +
-                     "inference-host-2026-11-28.json --launch " + d + "launch-queued-2026-11-28.json --overlap " + d +
+                     "inference-host-2026-11-28.json --gemm-launches " + d + "gemm-launches-2026-11-28.json --launch " + d + "launch-queued-2026-11-28.json --overlap " + d +
                      "overlap-2026-11-28.json --nccl " + d +
                      "nccl-2gpu-2026-11-28.json --nccl " + h + "nccl-4gpu-2026-11-26.json" +
                      " --base h200-sxm-141gb-datasheet --name h200-sxm-141gb --holdout 0 --out " + out.string());
@@ -185,4 +186,31 @@ TEST_CASE("calibrate fit --launch: its launch figures replace the file's, bad on
   INFO(rm.output);
   CHECK(rm.code == 1);
   CHECK_THAT(rm.output, Catch::Contains("/launch/async_gpu_time_per_launch/median_s") && Catch::Contains("3.4"));
+}
+
+TEST_CASE("calibrate fit --gemm-launches: the points land in the profile, bad ones are named", "[cli][calibration]") {
+  const std::string data = "calibration/data/h200-sxm-141gb/microbench-duty-2026-11-28.json";
+  const auto good = write_temp("gemm-launches.json", R"({"format": "clustersim-gemm-launches/1",
+                                                         "points": [[1, 4096, 4096, 2], [2048, 4096, 4096, 1]]})");
+  const auto out = clustersim::test::temp_dir() / "clustersim-test-gemm-launches-fit.json";
+  const auto r = run("calibrate fit " + data + " --gemm-launches " + good.string() +
+                     " --base h200-sxm-141gb-datasheet --holdout 0 --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  const json p = json::parse(slurp(out));
+  CHECK(p["calibration"]["gemm_launches"]["points"] == json::parse("[[1, 4096, 4096, 2], [2048, 4096, 4096, 1]]"));
+  fs::remove(out);
+  // No kernel at all is no launch count; a string is no shape.
+  const auto bad = write_temp("gemm-launches-bad.json", R"({"format": "clustersim-gemm-launches/1",
+                                                             "points": [[1, 4096, 4096, 2], [8, 4096, 4096, 0],
+                                                                        ["M", 1, 1, 1]]})");
+  const auto rb = run("calibrate fit " + data + " --gemm-launches " + bad.string());
+  INFO(rb.output);
+  CHECK(rb.code == 1);
+  CHECK_THAT(rb.output, Catch::Contains(bad.string()) && Catch::Contains("/points/1") &&
+                            Catch::Contains("[8,4096,4096,0]") && Catch::Contains("/points/2"));
+  const auto wrong = write_temp("gemm-launches-format.json", R"({"format": "clustersim-inference-host/1", "points": []})");
+  const auto rw = run("calibrate fit " + data + " --gemm-launches " + wrong.string());
+  CHECK(rw.code == 1);
+  CHECK_THAT(rw.output, Catch::Contains("/format"));
 }
