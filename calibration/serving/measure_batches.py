@@ -102,16 +102,22 @@ def sh(cmd):
         return "error: %s" % exc
 
 
-def provenance(args):
-    import transformers
-    prov = {
-        "source": SOURCE,
+def run_provenance(source):
+    """Where and how a measurement ran: the script, its command line, the date, the machine."""
+    return {
+        "source": source,
         "command": " ".join([sys.executable] + sys.argv),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda_runtime": torch.version.cuda,
+    }
+
+
+def provenance(args):
+    import transformers
+    prov = dict(run_provenance(SOURCE), **{
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "transformers": transformers.__version__,
         "gpu_name": torch.cuda.get_device_name(0),
@@ -127,7 +133,7 @@ def provenance(args):
                      "probe": PROBE["enabled"], "pinned_cpu": getattr(args, "pinned_cpu", None),
                      "attn_implementation": "sdpa", "build_tokens": args.build_tokens,
                      "chunk_prompt": args.chunk_prompt, "chunk_passes": args.chunk_passes},
-    }
+    })
     # Continuous-batching engine in transformers: only recorded, not run.
     cb = {}
     try:

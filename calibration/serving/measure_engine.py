@@ -434,15 +434,8 @@ def run_requests(manager, rec, rows, vocab, seed, tag, t_limit_s, clock_t0):
 def provenance(args):
     import torch
     import transformers
-    from measure_batches import sh
-    return {
-        "source": SOURCE,
-        "command": " ".join([sys.executable] + sys.argv),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "host": socket.gethostname(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda_runtime": torch.version.cuda,
+    from measure_batches import run_provenance, sh
+    return dict(run_provenance(SOURCE), **{
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "transformers": transformers.__version__,
         "gpu_name": torch.cuda.get_device_name(0),
@@ -458,7 +451,7 @@ def provenance(args):
         "gpu_clocks_start": sh("nvidia-smi -i 0 --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw "
                                "--format=csv,noheader"),
         "settings": {k: v for k, v in vars(args).items() if k not in ("out_dir",)},
-    }
+    })
 
 
 def merge(dirs, out_dir, date):

@@ -18,30 +18,22 @@ torch.profiler, divided by three, and the kernels' names.
 Writes {"format": "clustersim-gemm-launches/1", "points": [[M, N, K, kernels], ...], ...}.
 `clustersim calibrate fit --gemm-launches OUT.json` puts the points in the GPU's profile.
 """
-import datetime
 import json
 import os
-import platform
-import socket
-import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from measure_batches import run_provenance, sh  # noqa: E402
+
 MS = [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096]
 # Widths of the Llama family (hidden, kv projections, MLP) and the vocabulary's logits.
 NS = [512, 1024, 2048, 4096, 8192, 14336, 28672, 128256]
 KS = [512, 1024, 2048, 4096, 8192, 14336, 28672]
 CALLS = 3
-
-
-def sh(cmd):
-    try:
-        return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30).stdout.strip()
-    except Exception as exc:  # noqa: BLE001
-        return "error: %s" % exc
 
 
 def count(x, w):
@@ -74,16 +66,8 @@ def main():
             del w
             torch.cuda.empty_cache()
         print("N %d done: %d points" % (n, len(points)), flush=True)
-    doc = {
+    doc = dict(run_provenance("calibration/serving/measure_gemm_launches.py"), **{
         "format": "clustersim-gemm-launches/1",
-        "source": "calibration/serving/measure_gemm_launches.py",
-        "command": " ".join([sys.executable] + sys.argv),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "host": socket.gethostname(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda_runtime": torch.version.cuda,
-        "cublas": getattr(torch.backends.cuda, "preferred_blas_library", lambda: None)().__str__(),
         "gpu_name": torch.cuda.get_device_name(0),
         "sms": torch.cuda.get_device_properties(0).multi_processor_count,
         "nvidia_smi": sh("nvidia-smi --query-gpu=name,driver_version --format=csv,noheader"),
@@ -93,7 +77,7 @@ def main():
         "points_columns": ["M", "N", "K", "kernels per call"],
         "points": points,
         "kernel_names": kernels_seen,
-    }
+    })
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
     print("wrote %s: %d points" % (out, len(points)))
